@@ -1,0 +1,39 @@
+# The boot-time randomness bench.
+#
+#   make run     set up, build every kernel variant, boot the profile matrix, report
+#   make test    set up, build, run the test suite
+#
+# Both start from a fresh Debian 12 machine: scripts/setup.sh installs packages and
+# starts libvirt's daemons; builds go to build/ (gitignored), reports to results/.
+
+PYTHON := /usr/bin/python3
+VARIANTS := $(notdir $(patsubst %/series,%,$(wildcard kernel/patches/*/series)))
+RUN_ARGS ?=
+PYTEST_ARGS ?=
+
+.PHONY: all setup build kernels fixtures run test check-patches clean
+
+all: build
+
+setup:
+	@scripts/setup.sh
+
+kernels: setup
+	@for v in $(VARIANTS); do kernel/build.sh $$v || exit 1; done
+
+fixtures: setup
+	@$(MAKE) -s -C fixtures
+
+build: kernels fixtures
+
+run: build
+	cd pytest && $(PYTHON) -m benchlib.run --no-build $(RUN_ARGS)
+
+test: build
+	$(PYTHON) -m pytest $(PYTEST_ARGS)
+
+check-patches:
+	@scripts/check-patches.sh
+
+clean:
+	rm -rf build/kernel build/fixtures

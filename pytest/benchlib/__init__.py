@@ -1,0 +1,5 @@
+"""The bench's harness: profiles, kernels, guests, boot records and reports.
+
+Kept out of the test files so that tests, the pytest plugin (../../conftest.py)
+and the main job (benchlib.run) share one implementation.
+"""

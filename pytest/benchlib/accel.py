@@ -1,0 +1,48 @@
+"""Which accelerator runs guests here: decided by a probe boot, never by /dev/kvm.
+
+On this project's machines /dev/kvm exists but is a software-only KVM on which a
+normal guest prints nothing for minutes; TCG reaches /init in about a second.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import libvirt
+
+from .errors import BenchError
+from .guest import BootRequest, boot
+from .profiles import get_profile
+
+# A usable KVM gets a minimal guest through every stage in a few seconds; TCG
+# needs ~3 s. Anything slower than this is not worth running a matrix on.
+KVM_PROBE_DEADLINE_S = 20
+PROBE_PROFILE = "tcg-quiet"
+
+
+def resolve_accel(requested: str, conn: libvirt.virConnect, kernel: Path, initrd: Path,
+                  outdir: Path) -> tuple[str, str]:
+    """Return (accel, why) for --accel auto|kvm|tcg."""
+    if requested == "tcg":
+        return "tcg", "requested with --accel tcg"
+    if requested not in ("auto", "kvm"):
+        raise BenchError(f"unknown accelerator '{requested}' (use auto, kvm or tcg)")
+    usable, why = probe_kvm(conn, kernel, initrd, outdir)
+    if requested == "kvm" and not usable:
+        raise BenchError(f"--accel kvm: KVM is not usable on this host ({why})")
+    return ("kvm", why) if usable else ("tcg", why)
+
+
+def probe_kvm(conn: libvirt.virConnect, kernel: Path, initrd: Path,
+              outdir: Path) -> tuple[bool, str]:
+    if not os.path.exists("/dev/kvm"):
+        return False, "no /dev/kvm"
+    request = BootRequest(profile=get_profile(PROBE_PROFILE), variant="kvm-probe",
+                          kernel=kernel, initrd=initrd, outdir=outdir / "kvm-probe",
+                          accel="kvm", tasks=["entropy"],
+                          stage_deadline_s=KVM_PROBE_DEADLINE_S)
+    try:
+        boot(conn, request)
+    except BenchError as exc:
+        return False, f"a KVM probe boot failed: {exc}"
+    return True, "a KVM probe boot finished within its deadline"

@@ -1,0 +1,27 @@
+"""The bench's errors: each one a single line that names the bad value."""
+from __future__ import annotations
+
+
+class BenchError(Exception):
+    """A user-facing failure: bad input, or a guest that did not do its part."""
+
+
+class UnknownProfile(BenchError):
+    pass
+
+
+class BadKernel(BenchError):
+    pass
+
+
+class NeedsKvm(BenchError):
+    """A profile needs an accelerator this host does not have."""
+
+
+class BootFailed(BenchError):
+    """A guest stopped or stalled before it finished; says the stage it reached."""
+
+    def __init__(self, message: str, stage: str, console_log: str) -> None:
+        super().__init__(f"{message} (last stage reached: {stage}; console log: {console_log})")
+        self.stage = stage
+        self.console_log = console_log

@@ -1,0 +1,139 @@
+"""One guest boot: render a profile, start a transient domain, follow it, record it.
+
+Lifecycle rules: the domain name is unique (profile, variant, random suffix), the
+domain is created with --autodestroy (it dies with the console client) and is
+destroyed again in `finally`, pass or fail; its console and data logs stay in the
+boot's output folder.
+"""
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import libvirt
+
+# Lookups of domains that autodestroy already removed are expected: keep libvirt
+# from printing them on stderr.
+libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
+
+from .console import ConsoleSession, boot_stages
+from .errors import BadKernel, BenchError, NeedsKvm
+from .kernels import check_bzimage
+from .paths import DEFAULT_EMULATOR
+from .profiles import Profile
+from .record import BootRecord, parse_console, parse_data, read_text
+
+# Always on the guest's command line: the kernel log on ttyS0, a panic ends the
+# boot (libvirt destroys the domain on reboot), and the probe's /dev/kmsg markers
+# are not rate-limited away.
+BASE_CMDLINE = "console=ttyS0,115200 panic=-1 loglevel=7 printk.devkmsg=on"
+# Slack above the probe's own timeout before a task counts as stalled.
+TASK_SLACK_S = 60
+
+
+@dataclass
+class BootRequest:
+    profile: Profile
+    variant: str
+    kernel: Path
+    initrd: Path
+    outdir: Path
+    accel: str = "tcg"                      # "tcg" or "kvm"
+    tasks: list[str] = field(default_factory=lambda: ["probe"])
+    params: dict[str, str] = field(default_factory=dict)   # bench.* parameters
+    extra_cmdline: str = ""
+    emulator: Path = DEFAULT_EMULATOR
+    timeout_s: float = 60                   # the probe's own limit (bench.timeout)
+    stage_deadline_s: Optional[float] = None  # cap on every stage's deadline
+
+    def cmdline(self) -> str:
+        bench = {"tasks": ",".join(self.tasks), "variant": self.variant,
+                 "timeout": f"{self.timeout_s:.0f}", **self.params}
+        words = [BASE_CMDLINE] + [f"bench.{k}={v}" for k, v in bench.items()]
+        if self.extra_cmdline:
+            words.append(self.extra_cmdline)
+        return " ".join(words)
+
+
+def domain_type(accel: str) -> str:
+    return {"tcg": "qemu", "kvm": "kvm"}[accel]
+
+
+def check_accel(profile: Profile, accel: str) -> None:
+    if profile.requires.startswith("kvm") and accel != "kvm":
+        raise NeedsKvm(f"profile '{profile.name}' needs KVM ({profile.requires}), but this "
+                       f"host runs guests under {accel.upper()}: KVM is not usable here")
+
+
+def destroy_if_running(conn: libvirt.virConnect, name: str) -> None:
+    try:
+        dom = conn.lookupByName(name)
+    except libvirt.libvirtError:
+        return  # already gone: autodestroy did it
+    try:
+        dom.destroy()
+    except libvirt.libvirtError:
+        pass
+
+
+def boot(conn: libvirt.virConnect, request: BootRequest, keep_failed: bool = True) -> BootRecord:
+    """Boot once, return the record; raise BenchError (with the stage reached) on failure."""
+    check_accel(request.profile, request.accel)
+    kernel = check_bzimage(request.kernel)
+    if not request.initrd.is_file():
+        raise BadKernel(f"initramfs '{request.initrd}' does not exist: run 'make fixtures'")
+    name = f"bench-{request.profile.name}-{request.variant}-{secrets.token_hex(4)}"
+    outdir = request.outdir / name
+    outdir.mkdir(parents=True, exist_ok=True)
+    console_log, data_log = outdir / "console.log", outdir / "data.log"
+    cmdline = request.cmdline()
+    xml = request.profile.render(
+        name=name, domain_type=domain_type(request.accel), emulator=str(request.emulator),
+        kernel=str(kernel), initrd=str(request.initrd.resolve()), cmdline=cmdline,
+        console_log=str(console_log), data_log=str(data_log))
+    xml_path = outdir / "domain.xml"
+    xml_path.write_text(xml)
+
+    session = ConsoleSession(["virsh", "-c", conn.getURI(), "create", str(xml_path),
+                              "--console", "--autodestroy"], name, str(console_log))
+    record = BootRecord(name=name, profile=request.profile.name, variant=request.variant,
+                        kernel=str(kernel), accel=request.accel, cmdline=cmdline,
+                        console_log=console_log, data_log=data_log)
+    error: Optional[BenchError] = None
+    try:
+        session.follow(boot_stages(request.tasks, request.timeout_s + TASK_SLACK_S,
+                                   cap_s=request.stage_deadline_s))
+    except BenchError as exc:
+        error = exc
+    finally:
+        session.close()
+        destroy_if_running(conn, name)
+        record.stages = session.reached
+    _wait_for_log(console_log)
+    console_text = read_text(console_log) or (session.transcript_tail() or "")
+    record.messages = parse_console(console_text)
+    record.tasks, record.probe = parse_data(read_text(data_log))
+    (outdir / "record.json").write_text(_json(record))
+    if error is not None:
+        raise error
+    return record
+
+
+def _wait_for_log(path: Path, settle_s: float = 2.0) -> None:
+    """virtlogd writes the console log asynchronously: give it a moment to flush."""
+    deadline = time.monotonic() + settle_s
+    last = -1
+    while time.monotonic() < deadline:
+        size = path.stat().st_size if path.exists() else -1
+        if size == last and size > 0:
+            return
+        last = size
+        time.sleep(0.1)
+
+
+def _json(record: BootRecord) -> str:
+    import json
+    return json.dumps(record.summary(), indent=2, sort_keys=True)

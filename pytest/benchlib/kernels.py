@@ -1,0 +1,36 @@
+"""Kernel images: a built variant's bzImage, or any bzImage a user brings."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .errors import BadKernel
+from .paths import kernel_image, known_variants
+
+# The x86 boot protocol puts the magic "HdrS" at offset 0x202 of every bzImage
+# (Documentation/x86/boot.rst); anything else would not boot, so say so now.
+BOOT_HEADER_MAGIC_OFFSET = 0x202
+BOOT_HEADER_MAGIC = b"HdrS"
+
+
+def check_bzimage(path: Path) -> Path:
+    """Return the resolved path of a bootable-looking bzImage or raise BadKernel."""
+    path = Path(path)
+    if not path.is_file():
+        raise BadKernel(f"kernel image '{path}' does not exist")
+    with path.open("rb") as image:
+        image.seek(BOOT_HEADER_MAGIC_OFFSET)
+        magic = image.read(len(BOOT_HEADER_MAGIC))
+    if magic != BOOT_HEADER_MAGIC:
+        raise BadKernel(f"kernel image '{path}' is not an x86 bzImage (no 'HdrS' boot header)")
+    return path.resolve()
+
+
+def variant_kernel(variant: str) -> Path:
+    """The built kernel of a variant; the message says how to build a missing one."""
+    if variant not in known_variants() and not (kernel_image(variant)).exists():
+        raise BadKernel(f"unknown kernel variant '{variant}' (known: {', '.join(known_variants())})")
+    path = kernel_image(variant)
+    if not path.is_file():
+        raise BadKernel(f"kernel image '{path}' for variant '{variant}' is missing: "
+                        f"run 'kernel/build.sh {variant}' (or 'make build')")
+    return check_bzimage(path)

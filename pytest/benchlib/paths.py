@@ -1,0 +1,29 @@
+"""Where the repository keeps things, and where builds and results go."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+PROFILE_DIR = REPO / "vm-definitions"
+KERNEL_DIR = REPO / "kernel"
+FIXTURE_DIR = REPO / "fixtures"
+BUILD_DIR = Path(os.environ.get("BUILD_DIR", REPO / "build"))
+RESULTS_DIR = Path(os.environ.get("RESULTS_DIR", REPO / "results"))
+DEFAULT_EMULATOR = Path("/usr/bin/qemu-system-x86_64")
+
+
+def kernel_image(variant: str) -> Path:
+    """The bzImage kernel/build.sh produces for a variant."""
+    return BUILD_DIR / "kernel" / variant / "bzImage"
+
+
+def initramfs() -> Path:
+    """The initramfs fixtures/Makefile produces."""
+    return BUILD_DIR / "fixtures" / "initramfs.cpio.gz"
+
+
+def known_variants() -> list[str]:
+    """Variants with a patch series in the repository (test-only ones excluded)."""
+    return sorted(p.parent.name for p in (KERNEL_DIR / "patches").glob("*/series")
+                  if not p.parent.name.startswith("test-"))

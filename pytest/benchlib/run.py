@@ -1,0 +1,119 @@
+"""The main job: build the kernels, boot the profile matrix, print and save the report.
+
+  python3 -m benchlib.run [--variant V ...] [--profile P ...] [--boots N]
+                          [--accel auto|kvm|tcg] [--kernel PATH] [--no-build] [--dry-run]
+
+Writes results/<timestamp>/: report.txt, report.json, junit.xml and one folder
+per boot with its domain XML, console log and data log.
+"""
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import libvirt
+
+from . import paths
+from .accel import resolve_accel
+from .errors import BenchError, NeedsKvm
+from .guest import BootRequest, boot, check_accel
+from .kernels import check_bzimage, variant_kernel
+from .profiles import all_profiles, get_profile
+from .report import Cell, write
+
+# The workload of a matrix boot: the probe with a blocking reader, as an early
+# boot with one process waiting for randomness would have.
+MATRIX_TASKS = ["probe"]
+MATRIX_PROBE_FLAGS = "b"
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--variant", action="append", default=[],
+                        help="kernel variant(s) (default: every variant in kernel/patches)")
+    parser.add_argument("--kernel", type=Path, help="also boot this bzImage (as 'custom')")
+    parser.add_argument("--profile", action="append", default=[], help="profile(s) (default: all)")
+    parser.add_argument("--boots", type=int, default=3, help="boots per cell (default 3)")
+    parser.add_argument("--accel", choices=("auto", "kvm", "tcg"), default="auto")
+    parser.add_argument("--libvirt-uri", default="qemu:///system")
+    parser.add_argument("--timeout", type=float, default=60,
+                        help="seconds the probe waits for the RNG in each boot (default 60)")
+    parser.add_argument("--no-build", action="store_true", help="use the kernels as built")
+    parser.add_argument("--dry-run", action="store_true", help="check the arguments and stop")
+    return parser.parse_args(argv)
+
+
+def progress(message: str) -> None:
+    print(f"==> [run] {message}", file=sys.stderr, flush=True)
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    profiles = [get_profile(p) for p in args.profile] if args.profile \
+        else list(all_profiles().values())
+    variants = args.variant or paths.known_variants()
+    if args.dry_run:
+        print(f"profiles: {' '.join(p.name for p in profiles)}; variants: {' '.join(variants)}")
+        return 0
+    if not args.no_build:
+        for variant in variants:
+            subprocess.run([str(paths.KERNEL_DIR / "build.sh"), variant], check=True)
+        subprocess.run(["make", "-s", "-C", str(paths.FIXTURE_DIR)], check=True)
+    kernels = {v: variant_kernel(v) for v in variants}
+    if args.kernel:
+        kernels["custom"] = check_bzimage(args.kernel)
+
+    outdir = paths.RESULTS_DIR / time.strftime("%Y%m%d-%H%M%S")
+    outdir.mkdir(parents=True, exist_ok=True)
+    conn = libvirt.open(args.libvirt_uri)
+    try:
+        accel, why = resolve_accel(args.accel, conn, next(iter(kernels.values())),
+                                   paths.initramfs(), outdir)
+        progress(f"guests run under {accel.upper()} ({why})")
+        cells = []
+        for profile in profiles:
+            for variant, kernel in kernels.items():
+                cell = Cell(profile.name, variant)
+                cells.append(cell)
+                try:
+                    check_accel(profile, accel)
+                except NeedsKvm as exc:
+                    cell.skipped = str(exc)
+                    progress(f"{profile.name} × {variant}: skipped: {exc}")
+                    continue
+                for n in range(1, args.boots + 1):
+                    progress(f"{profile.name} × {variant}: boot {n}/{args.boots}")
+                    request = BootRequest(profile=profile, variant=variant, kernel=kernel,
+                                          initrd=paths.initramfs(), outdir=outdir / "boots",
+                                          accel=accel, tasks=MATRIX_TASKS,
+                                          params={"probe": MATRIX_PROBE_FLAGS},
+                                          timeout_s=args.timeout)
+                    try:
+                        cell.records.append(boot(conn, request))
+                    except BenchError as exc:
+                        cell.failures.append(str(exc))
+                        progress(f"boot failed: {exc}")
+    finally:
+        conn.close()
+    meta = {"accel": accel, "accel_why": why, "boots": args.boots,
+            "workload": f"tasks={','.join(MATRIX_TASKS)} probe={MATRIX_PROBE_FLAGS}",
+            "kernels": {v: str(k) for v, k in kernels.items()}}
+    print(write(outdir, cells, meta))
+    print(f"\nreport: {outdir}/report.txt, report.json, junit.xml; boots: {outdir}/boots/")
+    failed = sum(len(c.failures) for c in cells)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except BenchError as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except subprocess.CalledProcessError as exc:
+        print(f"bench: '{' '.join(exc.cmd)}' failed with exit code {exc.returncode}",
+              file=sys.stderr)
+        sys.exit(2)

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Bring a fresh Debian 12 machine to a working bench, idempotently:
+# apt packages, libvirt's daemons (there is no systemd here), and nothing else.
+# Kernel source is unpacked by kernel/build.sh; the patched QEMU by qemu/build.sh.
+set -euo pipefail
+
+step() { echo "==> [setup] $*" >&2; }
+die() { echo "scripts/setup.sh: $*" >&2; exit 1; }
+[ "$(id -u)" -eq 0 ] || die "must run as root (apt-get, libvirtd)"
+
+packages=(
+	linux-source-6.1 build-essential bc bison flex libelf-dev libssl-dev cpio xz-utils kmod
+	qemu-system-x86 seabios libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients virtinst
+	libxml2-utils python3-pytest python3-pexpect python3-libvirt busybox-static
+)
+missing=()
+for p in "${packages[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	step "installing ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null \
+		|| die "apt-get install failed for: ${missing[*]}"
+fi
+
+# libvirt runs QEMU as root with no security driver and no cgroups: this machine
+# has neither systemd nor a writable cgroup hierarchy.
+conf=/etc/libvirt/qemu.conf
+if ! grep -q '^# bench: managed' "$conf" 2>/dev/null; then
+	step "configuring $conf"
+	cat >>"$conf" <<'CONF'
+# bench: managed
+user = "root"
+group = "root"
+security_driver = "none"
+cgroup_controllers = [ ]
+CONF
+fi
+getent group kvm >/dev/null || groupadd -r kvm
+getent group libvirt >/dev/null || groupadd -r libvirt
+getent group libvirt-qemu >/dev/null || groupadd -r libvirt-qemu
+id libvirt-qemu >/dev/null 2>&1 || useradd -r -g libvirt-qemu -G kvm -d /var/lib/libvirt -s /usr/sbin/nologin libvirt-qemu
+mkdir -p /var/log/libvirt /var/run/libvirt
+
+if ! pgrep -x virtlogd >/dev/null; then step "starting virtlogd"; virtlogd -d; fi
+if ! pgrep -x libvirtd >/dev/null; then step "starting libvirtd"; libvirtd -d; fi
+for _ in $(seq 50); do
+	virsh -c qemu:///system version >/dev/null 2>&1 && break
+	sleep 0.2
+done
+virsh -c qemu:///system version >/dev/null 2>&1 || die "libvirtd did not answer on qemu:///system"
+step "ready: $(virsh -c qemu:///system version | sed -n 's/^Running hypervisor: //p')"
