@@ -61,9 +61,10 @@ def test_truncated_kernel_fails_with_stage_and_log(boot_guest, kernel_under_test
 
 
 def test_guest_panic_is_reported_with_stage(boot_guest) -> None:
-    # No init in the initramfs and no root device: the kernel panics.
+    # An init that does not exist, asked for by name: the kernel panics.
     with pytest.raises(BootFailed, match="Kernel panic - not syncing") as failure:
-        boot_guest("tcg-quiet", tasks=["probe"], extra_cmdline="rdinit=/no-such-init",
+        boot_guest("tcg-quiet", tasks=["probe"],
+                   extra_cmdline="rdinit=/no-such-init init=/no-such-init",
                    stage_deadline_s=STALL_DEADLINE_S)
     assert failure.value.stage == "kernel"
     assert Path(failure.value.console_log).is_file()

@@ -17,11 +17,16 @@ from benchlib.record import BootRecord
 
 # A spill this large credits more than the 1-bit floor, so the rule is visible.
 DISCRIMINATING_SPILL = 2 * 64
+# Lines of console noise: enough for at least one 1024-interrupt spill in the window.
+NOISE_LINES = 800
+# An edge interrupt that arrives while its handler runs is handled again without a
+# second /proc/interrupts count, so samples and counts agree only within bounds.
+SAMPLES_PER_COUNT_MIN, SAMPLES_PER_COUNT_MAX, SAMPLES_SLACK = 0.5, 2.0, 16
 
 
 @pytest.fixture(scope="module")
 def credit_run(boot_guest) -> BootRecord:
-    record = boot_guest("tcg-quiet", tasks=["credit"], params={"noise": "300"})
+    record = boot_guest("tcg-quiet", tasks=["credit"], params={"noise": str(NOISE_LINES)})
     assert record.task("credit").rc == 0, "\n".join(record.task("credit").lines[-20:])
     return record
 
@@ -38,7 +43,8 @@ def test_stock_credit_sampled_irqs_exist_and_grew(credit_run: BootRecord) -> Non
     for irq, hits in sampled.items():
         assert irq in after, f"irq {irq} sampled {hits} times is not in /proc/interrupts"
         grown = after[irq] - before.get(irq, 0)
-        assert hits <= grown, f"irq {irq}: {hits} samples but /proc/interrupts grew by {grown}"
+        assert SAMPLES_PER_COUNT_MIN * grown <= hits <= SAMPLES_PER_COUNT_MAX * grown + \
+            SAMPLES_SLACK, f"irq {irq}: {hits} samples but /proc/interrupts grew by {grown}"
     assert sampled.get("4", 0) > 0, f"no ttyS0 (irq 4) interrupt sampled: {sampled}"
 
 

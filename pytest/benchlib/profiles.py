@@ -52,7 +52,7 @@ def _read_profile(path: Path) -> Profile:
 
 
 def all_profiles(directory: Path = PROFILE_DIR) -> dict[str, Profile]:
-    return {p.stem: _read_profile(p) for p in sorted(directory.glob("*.xml"))}
+    return {p.stem: _read_profile(p) for p in sorted(directory.glob("*.xml"), key=lambda p: p.stem)}
 
 
 def get_profile(name: str, directory: Path = PROFILE_DIR) -> Profile:

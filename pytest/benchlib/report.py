@@ -29,12 +29,18 @@ class Cell:
         for record in self.records:
             for name, t in record.milestones().items():
                 found.setdefault(name, []).append(t)
-            ok = record.probe_event("nonblock_ok")
-            if ok:
-                found.setdefault(FIRST_NONBLOCK_OK, []).append(float(ok["t"]))
+            ok = first_nonblock_ok(record)
+            if ok is not None:
+                found.setdefault(FIRST_NONBLOCK_OK, []).append(ok)
             if "done" in record.stages:
                 found.setdefault(HOST_DONE, []).append(record.stages["done"])
         return found
+
+
+def first_nonblock_ok(record: BootRecord) -> Optional[float]:
+    """Printk time of the probe's first successful GRND_NONBLOCK (its kmsg marker),
+    on the same clock as the kernel's own RNG messages."""
+    return next((t for t, text in record.kmsg() if text.startswith("bench: nonblock ok")), None)
 
 
 def stats(values: list[float], boots: int) -> dict[str, object]:
@@ -65,10 +71,11 @@ def table(cells: list[Cell]) -> str:
     """Median [min-max] seconds, n/N boots reaching it; guest printk time except host rows."""
     cols = columns(cells)
     header = ["profile", "variant", *cols]
-    lines = []
+    lines, notes = [], []
     for cell in cells:
         if cell.skipped:
-            lines.append([cell.profile, cell.variant, f"skipped: {cell.skipped}"])
+            notes.append(f"[{len(notes) + 1}] {cell.profile} × {cell.variant}: {cell.skipped}")
+            lines.append([cell.profile, cell.variant, f"skipped [{len(notes)}]"])
             continue
         boots = len(cell.records) + len(cell.failures)
         samples = cell.samples()
@@ -86,7 +93,9 @@ def table(cells: list[Cell]) -> str:
     for row in lines:
         out.append("  ".join(str(c).ljust(widths[i]) if i < len(widths) else str(c)
                              for i, c in enumerate(row)))
-    return "\n".join(out)
+    legend = ("times: guest printk seconds since boot, median [min-max] n/N boots; "
+              "host wall rows: seconds since the domain was created")
+    return "\n".join([*out, "", legend, *notes])
 
 
 def junit(cells: list[Cell]) -> ET.ElementTree:

@@ -1,0 +1,410 @@
+/*
+ * Bare-metal guest test of QEMU's Hyper-V SynIC emulation under TCG.
+ *
+ * Booted by QEMU as a multiboot kernel with -device hyperv-testdev (which
+ * echoes HvPostMessage messages back to a SINT and turns HvSignalEvent into
+ * an event flag + SINT) and -device isa-debug-exit. It checks, in order:
+ * the Hyper-V CPUID leaves, the hypercall page, the VP index and reference
+ * time MSRs, message delivery, re-delivery of a message that found its slot
+ * busy once the guest writes EOM, HvSignalEvent, and the periodic
+ * synthetic timer 0 in message mode. Output goes to COM1; the result is
+ * the QEMU exit status (1: pass, 3: fail).
+ */
+#include <stdint.h>
+
+#define HV_X64_MSR_GUEST_OS_ID      0x40000000
+#define HV_X64_MSR_HYPERCALL        0x40000001
+#define HV_X64_MSR_VP_INDEX         0x40000002
+#define HV_X64_MSR_TIME_REF_COUNT   0x40000020
+#define HV_X64_MSR_SCONTROL         0x40000080
+#define HV_X64_MSR_SVERSION         0x40000081
+#define HV_X64_MSR_SIEFP            0x40000082
+#define HV_X64_MSR_SIMP             0x40000083
+#define HV_X64_MSR_EOM              0x40000084
+#define HV_X64_MSR_SINT0            0x40000090
+#define HV_X64_MSR_STIMER0_CONFIG   0x400000B0
+#define HV_X64_MSR_STIMER0_COUNT    0x400000B1
+
+#define HYPERCALL_PAGE  0x200000
+#define SIMP_PAGE       0x201000
+#define SIEFP_PAGE      0x202000
+#define INPUT_PAGE      0x203000
+
+#define MSG_SINT        2
+#define EVT_SINT        3
+#define TIMER_SINT      4
+#define MSG_VECTOR      0x50
+#define EVT_VECTOR      0x51
+#define TIMER_VECTOR    0x52
+#define MSG_CONN        1
+#define EVT_CONN        2
+
+#define HV_MESSAGE_TIMER_EXPIRED    0x80000010u
+#define HV_MESSAGE_FLAG_PENDING     1
+
+#define TESTDEV_PORT            0x3000
+#define TESTDEV_MSG_CONN_CREATE 4
+#define TESTDEV_EVT_CONN_CREATE 6
+
+#define APIC_BASE   0xFEE00000u
+
+struct hv_message {
+    uint32_t type;
+    uint8_t payload_size;
+    uint8_t flags;
+    uint8_t reserved[2];
+    uint64_t sender;
+    uint8_t payload[240];
+};
+
+struct hv_post_message_input {
+    uint32_t connection_id;
+    uint32_t reserved;
+    uint32_t message_type;
+    uint32_t payload_size;
+    uint8_t payload[240];
+};
+
+static volatile struct hv_message *const msg_page =
+    (volatile struct hv_message *)SIMP_PAGE;
+static volatile uint32_t *const evt_page = (volatile uint32_t *)SIEFP_PAGE;
+static void *hypercall_page = (void *)HYPERCALL_PAGE;
+
+static volatile uint32_t irq_count[256];
+static volatile uint32_t timer_msgs;
+static int failures;
+
+static inline void outb(uint16_t port, uint8_t v)
+{
+    __asm__ volatile("outb %0, %1" : : "a"(v), "Nd"(port));
+}
+
+static inline void outl(uint16_t port, uint32_t v)
+{
+    __asm__ volatile("outl %0, %1" : : "a"(v), "Nd"(port));
+}
+
+static inline uint8_t inb(uint16_t port)
+{
+    uint8_t v;
+    __asm__ volatile("inb %1, %0" : "=a"(v) : "Nd"(port));
+    return v;
+}
+
+static inline uint64_t rdmsr(uint32_t msr)
+{
+    uint32_t lo, hi;
+    __asm__ volatile("rdmsr" : "=a"(lo), "=d"(hi) : "c"(msr));
+    return (uint64_t)hi << 32 | lo;
+}
+
+static inline void wrmsr(uint32_t msr, uint64_t v)
+{
+    __asm__ volatile("wrmsr" : : "c"(msr), "a"((uint32_t)v),
+                     "d"((uint32_t)(v >> 32)) : "memory");
+}
+
+static inline void cpuid(uint32_t leaf, uint32_t *a, uint32_t *b,
+                         uint32_t *c, uint32_t *d)
+{
+    __asm__ volatile("cpuid" : "=a"(*a), "=b"(*b), "=c"(*c), "=d"(*d)
+                     : "a"(leaf), "c"(0));
+}
+
+static void putc_serial(char c)
+{
+    while (!(inb(0x3f8 + 5) & 0x20)) {
+    }
+    outb(0x3f8, c);
+}
+
+static void puts_serial(const char *s)
+{
+    while (*s) {
+        if (*s == '\n') {
+            putc_serial('\r');
+        }
+        putc_serial(*s++);
+    }
+}
+
+static void puthex(uint64_t v)
+{
+    int i;
+
+    puts_serial("0x");
+    for (i = 60; i >= 0; i -= 4) {
+        putc_serial("0123456789abcdef"[(v >> i) & 0xf]);
+    }
+}
+
+static void qemu_exit(uint32_t code)
+{
+    outl(0xf4, code);   /* isa-debug-exit: status (code << 1) | 1 */
+    for (;;) {
+        __asm__ volatile("cli; hlt");
+    }
+}
+
+static void check(int ok, const char *what)
+{
+    puts_serial(ok ? "SYNIC-TEST: ok   " : "SYNIC-TEST: FAIL ");
+    puts_serial(what);
+    puts_serial("\n");
+    if (!ok) {
+        failures++;
+    }
+}
+
+static uint64_t ref_time(void)
+{
+    return rdmsr(HV_X64_MSR_TIME_REF_COUNT);
+}
+
+/* spin until *p >= want or 2s of reference time pass */
+static int wait_count(volatile uint32_t *p, uint32_t want)
+{
+    uint64_t deadline = ref_time() + 20000000;
+
+    while (*p < want) {
+        if (ref_time() > deadline) {
+            return 0;
+        }
+        __asm__ volatile("pause");
+    }
+    return 1;
+}
+
+static uint64_t hypercall(uint64_t control, uint64_t input, uint64_t output)
+{
+    uint32_t eax = control, edx = control >> 32;
+
+    __asm__ volatile("call *%[pg]"
+                     : "+a"(eax), "+d"(edx)
+                     : "b"((uint32_t)(input >> 32)), "c"((uint32_t)input),
+                       "D"((uint32_t)(output >> 32)), "S"((uint32_t)output),
+                       [pg] "m"(hypercall_page)
+                     : "memory", "cc");
+    return (uint64_t)edx << 32 | eax;
+}
+
+static uint16_t post_message(uint32_t type, char fill)
+{
+    struct hv_post_message_input *in = (void *)INPUT_PAGE;
+    uint64_t deadline = ref_time() + 20000000;
+    uint16_t status;
+    int i;
+
+    in->connection_id = MSG_CONN;
+    in->reserved = 0;
+    in->message_type = type;
+    in->payload_size = 16;
+    for (i = 0; i < 16; i++) {
+        in->payload[i] = fill;
+    }
+    do {
+        /* HvPostMessage, slow call: input GPA in EBX:ECX */
+        status = hypercall(0x005c, INPUT_PAGE, 0);
+        /* 0x13: HV_STATUS_INSUFFICIENT_BUFFERS, previous one in flight */
+    } while (status == 0x13 && ref_time() < deadline);
+    return status;
+}
+
+void isr_handler(uint32_t vector);
+void isr_handler(uint32_t vector)
+{
+    volatile struct hv_message *m = &msg_page[TIMER_SINT];
+
+    if (vector < 32 || vector == 255) {
+        puts_serial("SYNIC-TEST: FAIL unexpected vector ");
+        puthex(vector);
+        puts_serial("\n");
+        qemu_exit(1);
+    }
+    irq_count[vector]++;
+    if (vector == TIMER_VECTOR && m->type == HV_MESSAGE_TIMER_EXPIRED) {
+        timer_msgs++;
+        m->type = 0;
+        __asm__ volatile("mfence" : : : "memory");
+        if (m->flags & HV_MESSAGE_FLAG_PENDING) {
+            wrmsr(HV_X64_MSR_EOM, 0);
+        }
+    }
+    *(volatile uint32_t *)(APIC_BASE + 0xb0) = 0;     /* APIC EOI */
+}
+
+#define ISR_DECL(n) extern void isr_##n(void)
+ISR_DECL(0); ISR_DECL(1); ISR_DECL(2); ISR_DECL(3); ISR_DECL(4);
+ISR_DECL(5); ISR_DECL(6); ISR_DECL(7); ISR_DECL(8); ISR_DECL(9);
+ISR_DECL(10); ISR_DECL(11); ISR_DECL(12); ISR_DECL(13); ISR_DECL(14);
+ISR_DECL(15); ISR_DECL(16); ISR_DECL(17); ISR_DECL(18); ISR_DECL(19);
+ISR_DECL(20); ISR_DECL(21); ISR_DECL(22); ISR_DECL(23); ISR_DECL(24);
+ISR_DECL(25); ISR_DECL(26); ISR_DECL(27); ISR_DECL(28); ISR_DECL(29);
+ISR_DECL(30); ISR_DECL(31); ISR_DECL(80); ISR_DECL(81); ISR_DECL(82);
+ISR_DECL(255);
+
+static void (*const exc_stubs[32])(void) = {
+    isr_0, isr_1, isr_2, isr_3, isr_4, isr_5, isr_6, isr_7, isr_8, isr_9,
+    isr_10, isr_11, isr_12, isr_13, isr_14, isr_15, isr_16, isr_17, isr_18,
+    isr_19, isr_20, isr_21, isr_22, isr_23, isr_24, isr_25, isr_26, isr_27,
+    isr_28, isr_29, isr_30, isr_31,
+};
+
+static uint64_t idt[256];
+
+static void set_gate(int vec, void (*fn)(void))
+{
+    uint32_t a = (uint32_t)fn;
+
+    /* 32-bit interrupt gate, DPL 0, selector 0x08 */
+    idt[vec] = (uint64_t)(a & 0xffff) | (uint64_t)0x08 << 16 |
+               (uint64_t)0x8e00 << 32 | (uint64_t)(a >> 16) << 48;
+}
+
+static void setup_interrupts(void)
+{
+    struct __attribute__((packed)) {
+        uint16_t limit;
+        uint32_t base;
+    } idtr = { sizeof(idt) - 1, (uint32_t)idt };
+    int i;
+
+    for (i = 0; i < 256; i++) {
+        set_gate(i, i < 32 ? exc_stubs[i] : isr_255);
+    }
+    set_gate(MSG_VECTOR, isr_80);
+    set_gate(EVT_VECTOR, isr_81);
+    set_gate(TIMER_VECTOR, isr_82);
+    __asm__ volatile("lidt %0" : : "m"(idtr));
+
+    /* mask the 8259s; software-enable the local APIC, spurious vector 0xff */
+    outb(0x21, 0xff);
+    outb(0xa1, 0xff);
+    *(volatile uint32_t *)(APIC_BASE + 0xf0) = 0x1ff;
+    *(volatile uint32_t *)(APIC_BASE + 0x80) = 0;     /* TPR */
+    __asm__ volatile("sti");
+}
+
+void main(void);
+void main(void)
+{
+    uint32_t a, b, c, d;
+    volatile uint8_t *hc = (volatile uint8_t *)HYPERCALL_PAGE;
+    volatile struct hv_message *m = &msg_page[MSG_SINT];
+    uint64_t t0, t1, status;
+
+    puts_serial("SYNIC-TEST: start\n");
+
+    /* CPUID */
+    cpuid(0x40000000, &a, &b, &c, &d);
+    check(a >= 0x40000005 && b == 0x7263694d && c == 0x666f736f &&
+          d == 0x76482074, "CPUID 0x40000000: Microsoft Hv, max >= 5");
+    cpuid(0x40000003, &a, &b, &c, &d);
+    check((a & 0x6e) == 0x6e, "CPUID 0x40000003.EAX: hypercall, vp index, "
+          "time ref count, synic, stimer");
+    check((b & 0x30) == 0x30, "CPUID 0x40000003.EBX: post messages, "
+          "signal events");
+    cpuid(0x40000004, &a, &b, &c, &d);
+    check(a & (1 << 9), "CPUID 0x40000004.EAX: deprecating AEOI");
+
+    /* hypercall page */
+    wrmsr(HV_X64_MSR_GUEST_OS_ID, 0x8100000000000000ull);
+    wrmsr(HV_X64_MSR_HYPERCALL, HYPERCALL_PAGE | 1);
+    check((rdmsr(HV_X64_MSR_HYPERCALL) & 1) == 1, "hypercall page enabled");
+    check(hc[0] == 0x0f && hc[1] == 0x01 && hc[2] == 0xc1 && hc[3] == 0xc3,
+          "hypercall page holds VMCALL; RET");
+    check(rdmsr(HV_X64_MSR_VP_INDEX) == 0, "VP index of the BSP is 0");
+    t0 = ref_time();
+    for (a = 0; a < 100000; a++) {
+        __asm__ volatile("pause");
+    }
+    t1 = ref_time();
+    check(t1 > t0, "reference time counter advances");
+    status = hypercall(0x0099, 0, 0);
+    check((status & 0xffff) == 2, "unknown hypercall: invalid code");
+
+    /* SynIC */
+    wrmsr(HV_X64_MSR_SIMP, SIMP_PAGE | 1);
+    wrmsr(HV_X64_MSR_SIEFP, SIEFP_PAGE | 1);
+    wrmsr(HV_X64_MSR_SINT0 + MSG_SINT, MSG_VECTOR);
+    wrmsr(HV_X64_MSR_SINT0 + EVT_SINT, EVT_VECTOR);
+    wrmsr(HV_X64_MSR_SINT0 + TIMER_SINT, TIMER_VECTOR);
+    wrmsr(HV_X64_MSR_SCONTROL, 1);
+    check(rdmsr(HV_X64_MSR_SVERSION) == 1, "SVERSION is 1");
+    check(rdmsr(HV_X64_MSR_SINT0 + MSG_SINT) == MSG_VECTOR, "SINT2 reads back");
+    check(rdmsr(HV_X64_MSR_SINT0) & (1 << 16), "SINT0 masked after reset");
+    setup_interrupts();
+
+    outl(TESTDEV_PORT, MSG_CONN << 24 | TESTDEV_MSG_CONN_CREATE << 16 |
+         0 << 8 | MSG_SINT);
+    outl(TESTDEV_PORT, EVT_CONN << 24 | TESTDEV_EVT_CONN_CREATE << 16 |
+         0 << 8 | EVT_SINT);
+
+    /* message delivery */
+    check(post_message(0x1234, 'A') == 0, "HvPostMessage A: success");
+    check(wait_count(&irq_count[MSG_VECTOR], 1), "message A: SINT2 interrupt");
+    check(m->type == 0x1234 && m->payload_size == 16 && m->payload[0] == 'A',
+          "message A in the SINT2 slot");
+
+    /* slot busy: the next message waits for EOM */
+    check(post_message(0x1235, 'B') == 0, "HvPostMessage B: success");
+    t0 = ref_time() + 20000000;
+    while (!(m->flags & HV_MESSAGE_FLAG_PENDING) && ref_time() < t0) {
+        __asm__ volatile("pause");
+    }
+    check(m->flags & HV_MESSAGE_FLAG_PENDING, "message B: pending flag set "
+          "in the busy slot");
+    t0 = ref_time() + 2000000;
+    while (ref_time() < t0) {
+        __asm__ volatile("pause");
+    }
+    check(irq_count[MSG_VECTOR] == 1 && m->type == 0x1234,
+          "message B: not delivered while the slot is busy");
+    m->type = 0;
+    __asm__ volatile("mfence" : : : "memory");
+    wrmsr(HV_X64_MSR_EOM, 0);
+    check(wait_count(&irq_count[MSG_VECTOR], 2), "message B: SINT2 interrupt "
+          "after EOM");
+    check(m->type == 0x1235 && m->payload[0] == 'B' &&
+          !(m->flags & HV_MESSAGE_FLAG_PENDING),
+          "message B in the SINT2 slot after EOM");
+    m->type = 0;
+    wrmsr(HV_X64_MSR_EOM, 0);
+
+    /* HvSignalEvent, fast: connection id in EBX:ECX */
+    status = hypercall(0x005d | 1 << 16, EVT_CONN, 0);
+    check((status & 0xffff) == 0, "HvSignalEvent: success");
+    check(wait_count(&irq_count[EVT_VECTOR], 1), "event: SINT3 interrupt");
+    check(evt_page[EVT_SINT * 64] & (1u << EVT_CONN),
+          "event: flag 2 set in the SINT3 event flags");
+    status = hypercall(0x005d | 1 << 16, 7, 0);
+    check((status & 0xffff) == 18, "HvSignalEvent on an unknown connection: "
+          "invalid connection id");
+
+    /* synthetic timer 0, periodic, 1ms, message mode on SINT4 */
+    wrmsr(HV_X64_MSR_STIMER0_COUNT, 10000);
+    wrmsr(HV_X64_MSR_STIMER0_CONFIG, (uint64_t)TIMER_SINT << 16 | 2 | 1);
+    check(wait_count(&timer_msgs, 20), "stimer0: 20 periodic "
+          "HVMSG_TIMER_EXPIRED messages on SINT4");
+    wrmsr(HV_X64_MSR_STIMER0_CONFIG, 0);
+
+    /* one-shot, auto-enable, absolute expiration time */
+    a = timer_msgs;
+    wrmsr(HV_X64_MSR_STIMER0_CONFIG, (uint64_t)TIMER_SINT << 16 | 8);
+    wrmsr(HV_X64_MSR_STIMER0_COUNT, ref_time() + 20000);
+    check(wait_count(&timer_msgs, a + 1), "stimer0: one-shot expiry");
+    t0 = ref_time() + 1000000;
+    while (ref_time() < t0) {
+        __asm__ volatile("pause");
+    }
+    check(timer_msgs == a + 1 &&
+          !(rdmsr(HV_X64_MSR_STIMER0_CONFIG) & 1),
+          "stimer0: one-shot fires once and disables itself");
+
+    if (failures) {
+        puts_serial("SYNIC-TEST: FAILED\n");
+        qemu_exit(1);
+    }
+    puts_serial("SYNIC-TEST: PASS\n");
+    qemu_exit(0);
+}
