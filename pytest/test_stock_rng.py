@@ -17,10 +17,26 @@ READY = "random: crng init done"
 RACE_SLACK_S = 0.5
 
 
+# Stock behaviour comes from the stock variant, and from the crng variant booted
+# with random.crng_mode=stock (A/B runs with one build); --kernel replaces both.
+STOCK_KERNELS = {"stock": {}, "crng-stock-mode": {"variant": "crng",
+                                                  "extra_cmdline": "random.crng_mode=stock"}}
+
+
+@pytest.fixture(scope="module", params=list(STOCK_KERNELS))
+def stock_kernel(request, kernel_under_test) -> dict[str, str]:
+    """boot_guest arguments that give a kernel with stock 6.1 RNG behaviour."""
+    if kernel_under_test[0] == "custom":
+        if request.param != "stock":
+            pytest.skip("--kernel given: only the user's kernel is tested")
+        return {}
+    return STOCK_KERNELS[request.param]
+
+
 @pytest.fixture(scope="module")
-def quiet_probe(boot_guest) -> BootRecord:
+def quiet_probe(boot_guest, stock_kernel) -> BootRecord:
     """tcg-quiet, probe with the EINTR child first and then a blocking child."""
-    return boot_guest("tcg-quiet", tasks=["probe"], params={"probe": "bi"})
+    return boot_guest("tcg-quiet", tasks=["probe"], params={"probe": "bi"}, **stock_kernel)
 
 
 def test_stock_nonblock_eagain_until_crng_init_done(quiet_probe: BootRecord) -> None:
@@ -61,8 +77,9 @@ def test_stock_blocking_getrandom_interrupted_by_signal(quiet_probe: BootRecord)
     assert (eintr["ret"], eintr["errno"]) == ("-1", "EINTR"), eintr
 
 
-def ready_times(boot_guest, profile: str, boots: int) -> tuple[list[float], list[BootRecord]]:
-    records = [boot_guest(profile, tasks=["probe", "hwrng"], params={"probe": "b"})
+def ready_times(boot_guest, profile: str, boots: int,
+                kernel: dict[str, str]) -> tuple[list[float], list[BootRecord]]:
+    records = [boot_guest(profile, tasks=["probe", "hwrng"], params={"probe": "b"}, **kernel)
                for _ in range(boots)]
     times = []
     for record in records:
@@ -72,10 +89,10 @@ def ready_times(boot_guest, profile: str, boots: int) -> tuple[list[float], list
     return times, records
 
 
-def test_stock_virtio_rng_makes_crng_ready_earlier(boot_guest, request) -> None:
+def test_stock_virtio_rng_makes_crng_ready_earlier(boot_guest, request, stock_kernel) -> None:
     boots = request.config.getoption("--boots")
-    quiet, _ = ready_times(boot_guest, "tcg-quiet", boots)
-    virtio, records = ready_times(boot_guest, "tcg-virtio-rng", boots)
+    quiet, _ = ready_times(boot_guest, "tcg-quiet", boots, stock_kernel)
+    virtio, records = ready_times(boot_guest, "tcg-virtio-rng", boots, stock_kernel)
     for record in records:
         current = record.task("hwrng").lines[0].strip()
         assert current.startswith("virtio_rng"), f"{record.name}: current hwrng is '{current}'"

@@ -9,6 +9,7 @@ per boot with its domain XML, console log and data log.
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import time
@@ -21,8 +22,9 @@ from .accel import resolve_accel
 from .errors import BenchError, NeedsKvm
 from .guest import BootRequest, boot, check_accel
 from .kernels import check_bzimage, variant_kernel
-from .profiles import all_profiles, get_profile
+from .profiles import Profile, all_profiles, get_profile
 from .report import Cell, write
+from . import throughput
 
 # The workload of a matrix boot: the probe with a blocking reader, as an early
 # boot with one process waiting for randomness would have.
@@ -42,6 +44,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--timeout", type=float, default=60,
                         help="seconds the probe waits for the RNG in each boot (default 60)")
     parser.add_argument("--no-build", action="store_true", help="use the kernels as built")
+    parser.add_argument("--no-throughput", action="store_true",
+                        help="skip the getrandom() throughput comparison")
     parser.add_argument("--dry-run", action="store_true", help="check the arguments and stop")
     return parser.parse_args(argv)
 
@@ -73,35 +77,49 @@ def main(argv: list[str]) -> int:
         accel, why = resolve_accel(args.accel, conn, next(iter(kernels.values())),
                                    paths.initramfs(), outdir)
         progress(f"guests run under {accel.upper()} ({why})")
-        cells = []
-        for profile in profiles:
-            for variant, kernel in kernels.items():
-                cell = Cell(profile.name, variant)
-                cells.append(cell)
+        def boot_cell(profile: Profile, variant: str, kernel: Path, tasks: list[str],
+                      params: dict[str, str]) -> Cell:
+            cell = Cell(profile.name, variant)
+            try:
+                check_accel(profile, accel)
+            except NeedsKvm as exc:
+                cell.skipped = str(exc)
+                progress(f"{profile.name} × {variant}: skipped: {exc}")
+                return cell
+            for n in range(1, args.boots + 1):
+                progress(f"{profile.name} × {variant}: {','.join(tasks)} boot {n}/{args.boots}")
+                request = BootRequest(profile=profile, variant=variant, kernel=kernel,
+                                      initrd=paths.initramfs(), outdir=outdir / "boots",
+                                      accel=accel, tasks=tasks, params=params,
+                                      timeout_s=args.timeout)
                 try:
-                    check_accel(profile, accel)
-                except NeedsKvm as exc:
-                    cell.skipped = str(exc)
-                    progress(f"{profile.name} × {variant}: skipped: {exc}")
-                    continue
-                for n in range(1, args.boots + 1):
-                    progress(f"{profile.name} × {variant}: boot {n}/{args.boots}")
-                    request = BootRequest(profile=profile, variant=variant, kernel=kernel,
-                                          initrd=paths.initramfs(), outdir=outdir / "boots",
-                                          accel=accel, tasks=MATRIX_TASKS,
-                                          params={"probe": MATRIX_PROBE_FLAGS},
-                                          timeout_s=args.timeout)
-                    try:
-                        cell.records.append(boot(conn, request))
-                    except BenchError as exc:
-                        cell.failures.append(str(exc))
-                        progress(f"boot failed: {exc}")
+                    cell.records.append(boot(conn, request))
+                except BenchError as exc:
+                    cell.failures.append(str(exc))
+                    progress(f"boot failed: {exc}")
+            return cell
+
+        cells = [boot_cell(profile, variant, kernel, MATRIX_TASKS,
+                           {"probe": MATRIX_PROBE_FLAGS})
+                 for profile in profiles for variant, kernel in kernels.items()]
+        bench_rows: list[dict[str, object]] = []
+        if len(kernels) > 1 and not args.no_throughput:
+            bench_cells = [boot_cell(get_profile(throughput.PROFILE), variant, kernel,
+                                     throughput.TASKS, {}) for variant, kernel in kernels.items()]
+            bench_rows = throughput.compare({c.variant: c.records for c in bench_cells})
+            cells += [c for c in bench_cells if c.failures]
     finally:
         conn.close()
     meta = {"accel": accel, "accel_why": why, "boots": args.boots,
             "workload": f"tasks={','.join(MATRIX_TASKS)} probe={MATRIX_PROBE_FLAGS}",
             "kernels": {v: str(k) for v, k in kernels.items()}}
     print(write(outdir, cells, meta))
+    if bench_rows:
+        text = throughput.table(bench_rows)
+        print("\n" + text)
+        with (outdir / "report.txt").open("a") as report_txt:
+            report_txt.write("\n" + text + "\n")
+        (outdir / "throughput.json").write_text(json.dumps(bench_rows, indent=2) + "\n")
     print(f"\nreport: {outdir}/report.txt, report.json, junit.xml; boots: {outdir}/boots/")
     failed = sum(len(c.failures) for c in cells)
     return 1 if failed else 0

@@ -1,0 +1,60 @@
+"""getrandom() throughput from the guest's grbench, compared across variants.
+
+Every variant is booted the same number of times in the same profile in one run;
+a case (threads, request size) is summarised by the median of its boots' MB/s, and
+each variant is reported as a ratio to the baseline variant's median.
+"""
+from __future__ import annotations
+
+import statistics
+from typing import Optional
+
+from .record import BootRecord
+
+BASELINE = "stock"
+PROFILE = "tcg-virtio-rng"   # ready within a second in every variant: no waiting
+TASKS = ["throughput"]
+# The per-node CRNG layer may cost at most this much against stock (issue 3).
+MAX_SLOWDOWN = 0.10
+
+Case = tuple[int, int]        # (threads, request bytes)
+
+
+def mb_per_s(records: list[BootRecord]) -> dict[Case, list[float]]:
+    found: dict[Case, list[float]] = {}
+    for record in records:
+        for p in record.probe_events("throughput"):
+            case = (int(p["threads"]), int(p["size"]))
+            found.setdefault(case, []).append(int(p["bytes"]) / float(p["seconds"]) / 1e6)
+    return found
+
+
+def compare(by_variant: dict[str, list[BootRecord]]) -> list[dict[str, object]]:
+    """One row per (variant, case): median, range and ratio to the baseline."""
+    medians = {v: {c: statistics.median(x) for c, x in mb_per_s(r).items()}
+               for v, r in by_variant.items()}
+    rows = []
+    for variant, records in by_variant.items():
+        for case, samples in sorted(mb_per_s(records).items()):
+            base: Optional[float] = medians.get(BASELINE, {}).get(case)
+            ratio = statistics.median(samples) / base if base else None
+            rows.append({"variant": variant, "threads": case[0], "size": case[1],
+                         "median_mb_s": round(statistics.median(samples), 2),
+                         "min_mb_s": round(min(samples), 2), "max_mb_s": round(max(samples), 2),
+                         "boots": len(samples),
+                         "ratio_to_stock": round(ratio, 3) if ratio else None,
+                         "within_budget": None if ratio is None else ratio >= 1 - MAX_SLOWDOWN})
+    return rows
+
+
+def table(rows: list[dict[str, object]]) -> str:
+    head = f"{'variant':8} {'threads':>7} {'size':>6} {'MB/s median [min-max]':>28} {'vs stock':>9}"
+    lines = [f"getrandom() throughput in {PROFILE} (guest, TCG): ", head]
+    for r in rows:
+        spread = f"{r['median_mb_s']:.2f} [{r['min_mb_s']:.2f}-{r['max_mb_s']:.2f}]"
+        ratio = "-" if r["ratio_to_stock"] is None else f"{r['ratio_to_stock']:.3f}"
+        flag = "" if r["within_budget"] in (None, True) else \
+            f"  over the {MAX_SLOWDOWN:.0%} budget"
+        lines.append(f"{r['variant']:8} {r['threads']:>7} {r['size']:>6} {spread:>28} "
+                     f"{ratio:>9}{flag}")
+    return "\n".join(lines)
