@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from benchlib.credit import expected_credit, parse_hist, stock_spill_credit
+from benchlib.credit import check_credit_rule, expected_credit, parse_hist, stock_spill_credit
 from benchlib.profiles import PLACEHOLDERS, all_profiles
 from benchlib.record import parse_console, parse_data
 
@@ -53,3 +53,19 @@ def test_harness_stock_credit_rule() -> None:
                        "{ count:         10 } hitcount:          1", "Totals:"])
     assert hist == [({"count": "640"}, 2), ({"count": "10"}, 1)]
     assert expected_credit({640: 2, 10: 1}) == 21
+
+
+def credit_sections(spills: dict[int, int], credits: dict[int, int]) -> dict[str, list[str]]:
+    return {"hist mix": [f"{{ count: {c} }} hitcount: {n}" for c, n in spills.items()],
+            "hist cred": [f"{{ bits: {b} }} hitcount: {n}" for b, n in credits.items()],
+            "entropy_before": ["3"], "entropy_after": ["100"]}
+
+
+def test_harness_credit_check_rejects_a_wrong_rule() -> None:
+    spills = {(1 << 31) | 640: 2, (1 << 31) | 200: 3, (1 << 31) | 70: 1}
+    right = credit_sections(spills, {10: 2, 3: 3, 1: 1})
+    check_credit_rule(right, stock_spill_credit)
+    with pytest.raises(AssertionError, match="against the rule's"):
+        check_credit_rule(right, lambda count: max((count & 0xFFFF) // 32, 1))
+    with pytest.raises(AssertionError, match="every spill was small"):
+        check_credit_rule(credit_sections({70: 3}, {1: 3}), stock_spill_credit)

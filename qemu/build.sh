@@ -58,7 +58,9 @@ fi
 
 # 2. The Debian source version that `apt-get source qemu` would fetch.
 dsc_name() {
-	apt-get source --print-uris qemu 2>/dev/null | grep -o "qemu_[^' ]*\.dsc" | head -n 1 || true
+	# --print-uris URL-encodes the name ('+' as %2b): decode what a version may hold.
+	apt-get source --print-uris qemu 2>/dev/null | grep -o "qemu_[^' ]*\.dsc" | head -n 1 |
+		sed -e 's/%2[bB]/+/g' -e 's/%3[aA]/:/g' -e 's/%7[eE]/~/g' || true
 }
 dsc=$(dsc_name)
 if [ -z "$dsc" ]; then
@@ -126,7 +128,7 @@ step "configuring x86_64-softmmu (TCG + KVM, no default features)"
 	--disable-docs --disable-install-blobs --enable-tcg --enable-kvm \
 	--meson=meson) >"$logs/configure.log" 2>&1 \
 	|| die "configure failed; log: $logs/configure.log"
-step "building qemu-system-x86_64 with $jobs jobs (2-3 minutes on 2 idle cores)"
+step "building qemu-system-x86_64 with $jobs jobs (several minutes on 2 cores; log: $logs/build.log)"
 start=$(date +%s)
 ninja -C "$obj" -j"$jobs" qemu-system-x86_64 >"$logs/build.log" 2>&1 \
 	|| die "build failed; log: $logs/build.log"

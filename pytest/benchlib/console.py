@@ -25,6 +25,10 @@ DEATH_STRINGS = (
 )
 
 
+# virsh prints the cause of a failed create on the lines after its "error:".
+VIRSH_EXIT_WAIT_S = 5
+
+
 @dataclass(frozen=True)
 class Stage:
     name: str
@@ -82,10 +86,21 @@ class ConsoleSession:
             raise BootFailed(f"guest {self.name}: no stage '{stage.name}' within "
                              f"{stage.deadline_s:.0f} s", self.stage, self.console_log)
         if 2 <= index < 2 + len(DEATH_STRINGS):
-            raise BootFailed(f"guest {self.name}: '{self.child.after.strip()}' before stage "
+            raise BootFailed(f"guest {self.name}: '{self._death_message()}' before stage "
                              f"'{stage.name}'", self.stage, self.console_log)
         self.stage = stage.name
         self.reached[stage.name] = round(time.monotonic() - self.started, 3)
+
+    def _death_message(self) -> str:
+        """The death string, with the rest of virsh's error when virsh died of it."""
+        message = self.child.after.strip()
+        if message.startswith("error: "):
+            try:
+                self.child.expect(pexpect.EOF, timeout=VIRSH_EXIT_WAIT_S)
+                message = " ".join([message, *self.child.before.split()])
+            except pexpect.TIMEOUT:
+                pass
+        return message
 
     def transcript_tail(self) -> Optional[str]:
         return self.child.before if isinstance(self.child.before, str) else None

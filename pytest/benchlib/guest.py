@@ -22,7 +22,7 @@ libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
 from .console import ConsoleSession, boot_stages
 from .errors import BadKernel, BenchError, NeedsKvm
 from .kernels import check_bzimage
-from .paths import DEFAULT_EMULATOR
+from .paths import DEFAULT_EMULATOR, patched_qemu
 from .profiles import Profile
 from .record import BootRecord, parse_console, parse_data, read_text
 
@@ -45,7 +45,7 @@ class BootRequest:
     tasks: list[str] = field(default_factory=lambda: ["probe"])
     params: dict[str, str] = field(default_factory=dict)   # bench.* parameters
     extra_cmdline: str = ""
-    emulator: Path = DEFAULT_EMULATOR
+    emulator: Optional[Path] = None         # None: choose_emulator() decides
     timeout_s: float = 60                   # the probe's own limit (bench.timeout)
     stage_deadline_s: Optional[float] = None  # cap on every stage's deadline
 
@@ -62,10 +62,24 @@ def domain_type(accel: str) -> str:
     return {"tcg": "qemu", "kvm": "kvm"}[accel]
 
 
+def choose_emulator(profile: Profile, accel: str) -> Path:
+    """The QEMU a profile runs on here, or NeedsKvm saying why it cannot run.
+
+    Hyper-V profiles need SynIC and VP_INDEX: Debian's QEMU has them only under
+    KVM; under TCG they come from our patched QEMU (qemu/build.sh)."""
+    if profile.requires == "any" or accel == "kvm":
+        return DEFAULT_EMULATOR
+    if profile.requires == "hyperv":
+        if patched_qemu().is_file():
+            return patched_qemu()
+        raise NeedsKvm(f"profile '{profile.name}' needs Hyper-V SynIC: KVM is not usable here "
+                       f"and the patched QEMU '{patched_qemu()}' is not built (make qemu)")
+    raise NeedsKvm(f"profile '{profile.name}' needs '{profile.requires}', which this host "
+                   f"({accel.upper()}) does not provide")
+
+
 def check_accel(profile: Profile, accel: str) -> None:
-    if profile.requires.startswith("kvm") and accel != "kvm":
-        raise NeedsKvm(f"profile '{profile.name}' needs KVM ({profile.requires}), but this "
-                       f"host runs guests under {accel.upper()}: KVM is not usable here")
+    choose_emulator(profile, accel)
 
 
 def destroy_if_running(conn: libvirt.virConnect, name: str) -> None:
@@ -81,7 +95,7 @@ def destroy_if_running(conn: libvirt.virConnect, name: str) -> None:
 
 def boot(conn: libvirt.virConnect, request: BootRequest, keep_failed: bool = True) -> BootRecord:
     """Boot once, return the record; raise BenchError (with the stage reached) on failure."""
-    check_accel(request.profile, request.accel)
+    emulator = request.emulator or choose_emulator(request.profile, request.accel)
     kernel = check_bzimage(request.kernel)
     if not request.initrd.is_file():
         raise BadKernel(f"initramfs '{request.initrd}' does not exist: run 'make fixtures'")
@@ -91,7 +105,7 @@ def boot(conn: libvirt.virConnect, request: BootRequest, keep_failed: bool = Tru
     console_log, data_log = outdir / "console.log", outdir / "data.log"
     cmdline = request.cmdline()
     xml = request.profile.render(
-        name=name, domain_type=domain_type(request.accel), emulator=str(request.emulator),
+        name=name, domain_type=domain_type(request.accel), emulator=str(emulator),
         kernel=str(kernel), initrd=str(request.initrd.resolve()), cmdline=cmdline,
         console_log=str(console_log), data_log=str(data_log))
     xml_path = outdir / "domain.xml"

@@ -18,6 +18,11 @@ def kernel_image(variant: str) -> Path:
     return BUILD_DIR / "kernel" / variant / "bzImage"
 
 
+def patched_qemu() -> Path:
+    """QEMU 7.2 with qemu/patches (Hyper-V SynIC and VMBus under TCG), by qemu/build.sh."""
+    return BUILD_DIR / "qemu" / "qemu-system-x86_64"
+
+
 def initramfs() -> Path:
     """The initramfs fixtures/Makefile produces."""
     return BUILD_DIR / "fixtures" / "initramfs.cpio.gz"

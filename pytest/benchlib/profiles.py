@@ -24,7 +24,7 @@ class Profile:
     name: str
     path: Path
     description: str
-    requires: str        # "any" accelerator, or "kvm-hyperv" (needs KVM with SynIC)
+    requires: str        # "any" accelerator, or "hyperv" (KVM, or our patched QEMU)
 
     @property
     def template(self) -> str:
