@@ -11,7 +11,7 @@ VARIANTS := $(notdir $(patsubst %/series,%,$(wildcard kernel/patches/*/series)))
 RUN_ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: all setup build kernels fixtures run test check-patches clean
+.PHONY: all setup build kernels fixtures qemu run test check-patches clean
 
 all: build
 
@@ -24,7 +24,11 @@ kernels: setup
 fixtures: setup
 	@$(MAKE) -s -C fixtures
 
-build: kernels fixtures
+# QEMU 7.2 from Debian's source with qemu/patches: Hyper-V SynIC/VMBus under TCG.
+qemu: setup
+	@qemu/build.sh
+
+build: kernels fixtures qemu
 
 run: build
 	cd pytest && $(PYTHON) -m benchlib.run --no-build $(RUN_ARGS)

@@ -98,7 +98,7 @@ hyp_sum() {  # sum of the HYP row in the block after marker $2 of console $1
 	awk -v m="$2" '$0 ~ m {on=1; next} on && /^HYP:/ {s=0; for (i=2; i<=NF; i++) if ($i ~ /^[0-9]+$/) s+=$i; print s; exit}' "$1"
 }
 
-linux_cpu=qemu64,-rdrand,hv-relaxed,hv-spinlocks=0x1fff,hv-vpindex,hv-runtime,hv-synic,hv-stimer,hv-time
+linux_cpu=qemu64,-rdrand,hv-relaxed,hv-spinlocks=0x1fff,hv-vpindex,hv-runtime,hv-synic,hv-stimer,hv-time,hv-frequencies
 
 make_initramfs() {  # make_initramfs NAME: $work/NAME.gz with the init script on stdin
 	local rootfs=$work/$1

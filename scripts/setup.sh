@@ -11,7 +11,7 @@ die() { echo "scripts/setup.sh: $*" >&2; exit 1; }
 packages=(
 	linux-source-6.1 build-essential bc bison flex libelf-dev libssl-dev cpio xz-utils kmod
 	qemu-system-x86 seabios libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients virtinst
-	libxml2-utils python3-pytest python3-pexpect python3-libvirt busybox-static
+	libxml2-utils python3-pytest python3-pexpect python3-libvirt busybox-static gcc-multilib
 )
 missing=()
 for p in "${packages[@]}"; do
