@@ -9,12 +9,11 @@ import statistics
 
 import pytest
 
-from benchlib.record import BootRecord, kmsg_position
+from benchlib.ordering import (assert_nonblock_eagain_until_ready, blocking_return_time,
+                               ready_position)
+from benchlib.record import BootRecord
 
 READY = "random: crng init done"
-# printk and user space race by this much at most when one CPU makes the CRNG
-# ready (the state flips before the message is printed) and another observes it.
-RACE_SLACK_S = 0.5
 
 
 # Stock behaviour comes from the stock variant, and from the crng variant booted
@@ -39,35 +38,18 @@ def quiet_probe(boot_guest, stock_kernel) -> BootRecord:
     return boot_guest("tcg-quiet", tasks=["probe"], params={"probe": "bi"}, **stock_kernel)
 
 
+def ready(record: BootRecord) -> tuple[int, float]:
+    return ready_position(record, lambda text: text == READY, READY)
+
+
 def test_stock_nonblock_eagain_until_crng_init_done(quiet_probe: BootRecord) -> None:
     first = quiet_probe.probe_event("nonblock_first")
-    ok = quiet_probe.probe_event("nonblock_ok")
     assert first and first["errno"] == "EAGAIN", f"early GRND_NONBLOCK did not fail: {first}"
-    assert ok, f"GRND_NONBLOCK never succeeded (log: {quiet_probe.data_log})"
-    ready_index, ready_t = kmsg_position(quiet_probe, READY)
-    # Attempts 1..eagain failed; the marker is written before each attempt, so the
-    # last failing attempt's marker must precede the readiness message.
-    last_fail = int(ok["eagain"])
-    fail_index, fail_t = kmsg_position(quiet_probe, f"bench: nonblock attempt {last_fail}")
-    assert fail_index < ready_index, (
-        f"attempt {last_fail} got EAGAIN at {fail_t} s after '{READY}' at {ready_t} s")
-    _, ok_t = kmsg_position(quiet_probe, "bench: nonblock ok")
-    assert ok_t >= ready_t - RACE_SLACK_S, (
-        f"GRND_NONBLOCK succeeded at {ok_t} s, before '{READY}' at {ready_t} s")
+    assert_nonblock_eagain_until_ready(quiet_probe, ready(quiet_probe), READY)
 
 
 def test_stock_blocking_getrandom_returns_when_ready(quiet_probe: BootRecord) -> None:
-    blocking = quiet_probe.probe_event("blocking")
-    assert blocking, f"the blocking child did not report (log: {quiet_probe.data_log})"
-    assert blocking["ret"] == "32" and blocking["errno"] == "0", blocking
-    start_index, start_t = kmsg_position(quiet_probe, "bench: blocking attempt 1")
-    ready_index, ready_t = kmsg_position(quiet_probe, READY)
-    assert start_index < ready_index, (
-        f"the blocking call started at {start_t} s, after the CRNG was ready at {ready_t} s: "
-        "it tested nothing")
-    _, return_t = kmsg_position(quiet_probe, "bench: blocking returned 32")
-    assert return_t >= ready_t - RACE_SLACK_S, (
-        f"blocking getrandom() returned at {return_t} s, before '{READY}' at {ready_t} s")
+    blocking_return_time(quiet_probe, ready(quiet_probe), READY)
 
 
 def test_stock_blocking_getrandom_interrupted_by_signal(quiet_probe: BootRecord) -> None:
