@@ -27,8 +27,9 @@ from .report import Cell, write
 from . import throughput
 
 # The workload of a matrix boot: the probe with a blocking reader, as an early
-# boot with one process waiting for randomness would have.
-MATRIX_TASKS = ["probe"]
+# boot with one process waiting for randomness would have, then a few seconds
+# more so that milestones just after readiness (a reseed) are seen too.
+MATRIX_TASKS = ["probe", "settle"]
 MATRIX_PROBE_FLAGS = "b"
 
 
@@ -78,7 +79,7 @@ def main(argv: list[str]) -> int:
                                    paths.initramfs(), outdir)
         progress(f"guests run under {accel.upper()} ({why})")
         def boot_cell(profile: Profile, variant: str, kernel: Path, tasks: list[str],
-                      params: dict[str, str]) -> Cell:
+                      params: dict[str, str], boots: int = args.boots) -> Cell:
             cell = Cell(profile.name, variant)
             try:
                 check_accel(profile, accel)
@@ -86,8 +87,8 @@ def main(argv: list[str]) -> int:
                 cell.skipped = str(exc)
                 progress(f"{profile.name} × {variant}: skipped: {exc}")
                 return cell
-            for n in range(1, args.boots + 1):
-                progress(f"{profile.name} × {variant}: {','.join(tasks)} boot {n}/{args.boots}")
+            for n in range(1, boots + 1):
+                progress(f"{profile.name} × {variant}: {','.join(tasks)} boot {n}/{boots}")
                 request = BootRequest(profile=profile, variant=variant, kernel=kernel,
                                       initrd=paths.initramfs(), outdir=outdir / "boots",
                                       accel=accel, tasks=tasks, params=params,
@@ -104,10 +105,18 @@ def main(argv: list[str]) -> int:
                  for profile in profiles for variant, kernel in kernels.items()]
         bench_rows: list[dict[str, object]] = []
         if len(kernels) > 1 and not args.no_throughput:
-            bench_cells = [boot_cell(get_profile(throughput.PROFILE), variant, kernel,
-                                     throughput.TASKS, {}) for variant, kernel in kernels.items()]
-            bench_rows = throughput.compare({c.variant: c.records for c in bench_cells})
-            cells += [c for c in bench_cells if c.failures]
+            # One boot per variant in turn, so that a change in host load over the
+            # run falls on every variant alike.
+            bench = {v: Cell(throughput.PROFILE, v) for v in kernels}
+            for _ in range(args.boots):
+                for variant, kernel in kernels.items():
+                    one = boot_cell(get_profile(throughput.PROFILE), variant, kernel,
+                                    throughput.TASKS, {}, boots=1)
+                    bench[variant].records += one.records
+                    bench[variant].failures += one.failures
+                    bench[variant].skipped = one.skipped
+            bench_rows = throughput.compare({v: c.records for v, c in bench.items()})
+            cells += [c for c in bench.values() if c.failures]
     finally:
         conn.close()
     meta = {"accel": accel, "accel_why": why, "boots": args.boots,
