@@ -88,6 +88,7 @@ class BootRecord:
             "console_log": str(self.console_log), "data_log": str(self.data_log),
             "host_stages_s": self.stages, "milestones_s": self.milestones(),
             "first_nonblock_ok_s": float(ok["t"]) if ok else None,
+            "entropy_avail": {p["when"]: p["value"] for p in self.probe_events("entropy_avail")},
         }
 
 
