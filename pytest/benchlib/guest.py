@@ -7,6 +7,7 @@ boot's output folder.
 """
 from __future__ import annotations
 
+import json
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -149,5 +150,4 @@ def _wait_for_log(path: Path, settle_s: float = 2.0) -> None:
 
 
 def _json(record: BootRecord) -> str:
-    import json
     return json.dumps(record.summary(), indent=2, sort_keys=True)

@@ -1,7 +1,7 @@
 """What the VMBus tests read from a `vmbus` task: who fed the RNG, from where."""
 from __future__ import annotations
 
-from .credit import hits_by, parse_hist
+from .credit import parse_hist
 from .procfs import parse_interrupts
 
 # arch/x86/include/asm/irq_vectors.h: the vector vmbus_isr() is entered on and
@@ -65,7 +65,3 @@ def assert_vmbus_isr_feeds_rng(sections: dict[str, list[str]]) -> int:
 def vmbus_share(sections: dict[str, list[str]]) -> float:
     total = sum(samples_by_caller(sections).values())
     return via_vmbus_isr(sections) / total if total else 0.0
-
-
-def all_samples(sections: dict[str, list[str]]) -> dict[str, int]:
-    return hits_by(parse_hist(sections["hist air"]), "irq")
