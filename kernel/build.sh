@@ -4,9 +4,21 @@
 #
 #   kernel/build.sh VARIANT        -> $BUILD_DIR/kernel/VARIANT/bzImage
 #
-# A variant whose inputs (source tarball, series, patches, fragments) are unchanged
-# since its last successful build is not rebuilt. BUILD_DIR defaults to build/ in
-# the repository (gitignored).
+# A variant may name a parent variant in patches/<variant>/parent (one name, e.g.
+# `crng`; test-only variants do): the parent's series is applied first (and its
+# parent's before it, recursively), then the variant's own, and the configuration
+# merges the parent's fragment (configs/<parent>.config) before the variant's own
+# configs/<variant>.config, if any.
+#
+# A variant whose inputs (source tarball, series, parent, patches and fragments of
+# the variant and all its ancestors) are unchanged since its last successful build
+# is not rebuilt. Otherwise the tree is prepared afresh and built with ccache (cache
+# in $BUILD_DIR/ccache, at most 5G), so a variant that differs from an already built
+# one in a few files rebuilds in about a minute. The bzImage is installed atomically
+# (copied to a temporary name beside it, then renamed) and its fingerprint file is
+# written only after it: a kernel being booted is never seen half-written, and one
+# without a matching fingerprint is rebuilt. A failed build removes the old bzImage.
+# BUILD_DIR defaults to build/ in the repository (gitignored).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -14,39 +26,92 @@ repo=$(dirname "$here")
 build_dir=${BUILD_DIR:-$repo/build}
 tarball=${LINUX_TARBALL:-/usr/src/linux-source-6.1.tar.xz}
 jobs=${JOBS:-$(nproc)}
+# Ancestors deeper than this are a mistake (or a cycle) in the parent files.
+max_depth=8
 
 die() { echo "kernel/build.sh: $*" >&2; exit 1; }
 step() { echo "==> [$variant] $*" >&2; }
+# First name in a file, ignoring comments and blank lines.
+first_name() { sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$1" | head -n 1 | tr -d '[:space:]'; }
 
 [ $# -eq 1 ] || die "usage: kernel/build.sh VARIANT"
 variant=$1
-patch_dir=$here/patches/$variant
-series=$patch_dir/series
-[ -f "$series" ] || die "unknown variant '$variant': no $series (known: $(ls "$here/patches" | tr '\n' ' '))"
+[ -f "$here/patches/$variant/series" ] \
+	|| die "unknown variant '$variant': no $here/patches/$variant/series (known: $(ls "$here/patches" | tr '\n' ' '))"
 [ -f "$tarball" ] || die "kernel source '$tarball' is missing: run 'make setup' (apt-get install linux-source-6.1)"
 
-# Patches named by the series, in order; blank lines and comments are skipped.
-mapfile -t patches < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$series")
-for p in "${patches[@]}"; do
-	[ -f "$patch_dir/$p" ] || die "series of '$variant' names '$p', which is not in $patch_dir"
+# The variant and its ancestors, the root first.
+chain=("$variant")
+v=$variant
+while [ -f "$here/patches/$v/parent" ]; do
+	parent=$(first_name "$here/patches/$v/parent")
+	[ -n "$parent" ] || die "$here/patches/$v/parent names no variant"
+	[ -f "$here/patches/$parent/series" ] \
+		|| die "variant '$v' names parent '$parent', which has no $here/patches/$parent/series"
+	[ ${#chain[@]} -lt $max_depth ] || die "variant '$variant' has more than $max_depth ancestors (a cycle?): ${chain[*]}"
+	for c in "${chain[@]}"; do
+		[ "$c" != "$parent" ] || die "the parents of variant '$variant' form a cycle: ${chain[*]} $parent"
+	done
+	chain=("$parent" "${chain[@]}")
+	v=$parent
+done
+
+# Patches named by each series, in order; blank lines and comments are skipped.
+patches=()
+declare -A patch_count
+for v in "${chain[@]}"; do
+	mapfile -t names < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$here/patches/$v/series")
+	patch_count[$v]=${#names[@]}
+	for p in "${names[@]}"; do
+		[ -f "$here/patches/$v/$p" ] || die "series of '$v' names '$p', which is not in $here/patches/$v"
+		patches+=("$here/patches/$v/$p")
+	done
 done
 
 fragments=("$here/configs/base.config")
-[ -f "$here/configs/$variant.config" ] && fragments+=("$here/configs/$variant.config")
+for v in "${chain[@]}"; do
+	if [ -f "$here/configs/$v.config" ]; then fragments+=("$here/configs/$v.config"); fi
+done
 
 # The inputs' fingerprint decides whether anything needs doing.
 fingerprint=$( {
 	stat -c '%s %Y' "$tarball"
-	cat "$series"
-	for p in "${patches[@]}"; do cat "$patch_dir/$p"; done
-	cat "${fragments[@]}"
+	for v in "${chain[@]}"; do
+		echo "variant $v"
+		cat "$here/patches/$v/series"
+		if [ -f "$here/patches/$v/parent" ]; then cat "$here/patches/$v/parent"; fi
+	done
+	for p in "${patches[@]}"; do cat "$p"; done
+	for f in "${fragments[@]}"; do echo "fragment ${f##*/}"; cat "$f"; done
 } | sha256sum | cut -d' ' -f1)
+
+# One build at a time per build directory: variants share the pristine tree and
+# the cache, and two runs must not both prepare the same variant.
+mkdir -p "$build_dir"
+exec 9>"$build_dir/.build.lock"
+if ! flock -n 9; then
+	step "waiting for another kernel build in $build_dir to finish"
+	flock 9
+fi
 
 out=$build_dir/kernel/$variant
 if [ -f "$out/bzImage" ] && [ "$(cat "$out/fingerprint" 2>/dev/null)" = "$fingerprint" ]; then
 	step "up to date ($out/bzImage)"
 	exit 0
 fi
+
+# From here on, a failure leaves no bzImage that does not match the inputs.
+mkdir -p "$out"
+rm -f "$out/fingerprint"
+trap 'status=$?; rm -f "$out"/.*.tmp.$$; [ $status -eq 0 ] || rm -f "$out/bzImage" "$out/config"' EXIT
+
+# Copy to a temporary name in the destination's directory, then rename: atomic.
+install_atomic() {
+	local tmp
+	tmp="$(dirname "$2")/.$(basename "$2").tmp.$$"
+	cp "$1" "$tmp"
+	mv -f "$tmp" "$2"
+}
 
 # Pristine source, unpacked once and shared (hard links) by all variant trees.
 pristine=$build_dir/src/linux-source-6.1
@@ -58,35 +123,58 @@ if [ ! -f "$pristine/.unpacked" ]; then
 	touch "$pristine/.unpacked"
 fi
 
+# ccache, if installed (scripts/setup.sh installs it): the cache is shared by all
+# variants. Paths under the kernel trees are hashed relative to the tree, so
+# identical files of two variants' trees share cache entries.
+cc=gcc
+stats_log=$out/ccache-stats.log
+rm -f "$stats_log"
+if command -v ccache >/dev/null; then
+	export CCACHE_DIR=$build_dir/ccache CCACHE_MAXSIZE=5G
+	export CCACHE_BASEDIR=$build_dir/kernel CCACHE_STATSLOG=$stats_log
+	cc="ccache gcc"
+else
+	step "ccache is not installed (run 'make setup'): building without it"
+fi
+kmake() { make -C "$tree" CC="$cc" "$@"; }
+
 tree=$out/linux
-step "preparing source tree ${#patches[@]} patch(es)"
-rm -rf "$tree" "$out/bzImage" "$out/fingerprint"
-mkdir -p "$out"
+summary=""
+for v in "${chain[@]}"; do summary+="${summary:+ + }$v (${patch_count[$v]} patch(es))"; done
+step "preparing source tree: $summary"
+rm -rf "$tree"
 # patch(1) replaces files rather than writing through links, so hard links are safe.
 cp -al "$pristine" "$tree"
 rm -f "$tree/.unpacked"
 for p in "${patches[@]}"; do
-	step "applying $p"
-	patch -d "$tree" -p1 --quiet --forward --no-backup-if-mismatch < "$patch_dir/$p" \
-		|| die "patch '$p' of variant '$variant' does not apply to $(basename "$tarball")"
+	step "applying ${p#"$here/patches/"}"
+	patch -d "$tree" -p1 --quiet --forward --no-backup-if-mismatch < "$p" \
+		|| die "patch '${p#"$here/patches/"}' (variant '$variant') does not apply to $(basename "$tarball")"
 done
 
 step "configuring (tinyconfig + ${fragments[*]##*/})"
-make -C "$tree" -s tinyconfig >/dev/null
+kmake -s tinyconfig >/dev/null
 "$tree/scripts/kconfig/merge_config.sh" -m -O "$tree" "$tree/.config" "${fragments[@]}" >"$out/merge_config.log"
-make -C "$tree" -s olddefconfig >/dev/null
+kmake -s olddefconfig >/dev/null
 # Every option a fragment asks for must have survived dependency resolution.
 missing=$(grep -hE '^(CONFIG_[A-Za-z0-9_]+=.*|# CONFIG_[A-Za-z0-9_]+ is not set)$' "${fragments[@]}" \
 	| sort -u | while read -r line; do grep -qxF -- "$line" "$tree/.config" || echo "$line"; done)
 [ -z "$missing" ] || die "config options did not survive olddefconfig: $(echo $missing)"
 
-step "building bzImage with $jobs jobs (about 3 minutes on 2 cores)"
+step "building bzImage with $jobs jobs, CC='$cc' (about 4 minutes on 2 cores with a cold cache, 1 warm)"
 start=$(date +%s)
-if ! make -C "$tree" -j"$jobs" bzImage >"$out/build.log" 2>&1; then
+if ! kmake -j"$jobs" bzImage >"$out/build.log" 2>&1; then
 	tail -n 30 "$out/build.log" >&2
 	die "build failed; full log: $out/build.log"
 fi
-cp "$tree/arch/x86/boot/bzImage" "$out/bzImage"
-cp "$tree/.config" "$out/config"
-echo "$fingerprint" >"$out/fingerprint"
-step "built $out/bzImage in $(( $(date +%s) - start )) s"
+elapsed=$(( $(date +%s) - start ))
+install_atomic "$tree/.config" "$out/config"
+install_atomic "$tree/arch/x86/boot/bzImage" "$out/bzImage"
+echo "$fingerprint" >"$out/.fingerprint.tmp.$$"
+mv -f "$out/.fingerprint.tmp.$$" "$out/fingerprint"
+cache=""
+if [ -f "$stats_log" ]; then
+	# "Hits: H / N (P%)" of this build's compilations only.
+	cache=$(ccache --show-log-stats 2>/dev/null | sed -n 's/^ *Hits: *\([0-9]* \/ *[0-9]*\).*/, ccache hits \1 compilations/p' | head -n 1)
+fi
+step "built $out/bzImage in $elapsed s${cache}"

@@ -9,7 +9,7 @@ die() { echo "scripts/setup.sh: $*" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || die "must run as root (apt-get, libvirtd)"
 
 packages=(
-	linux-source-6.1 build-essential bc bison flex libelf-dev libssl-dev cpio xz-utils kmod
+	linux-source-6.1 build-essential bc bison flex libelf-dev libssl-dev cpio xz-utils kmod ccache
 	qemu-system-x86 seabios libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients virtinst
 	libxml2-utils python3-pytest python3-pexpect python3-libvirt busybox-static gcc-multilib
 )
@@ -26,17 +26,23 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # libvirt runs QEMU as root with no security driver and no cgroups: this machine
-# has neither systemd nor a writable cgroup hierarchy.
+# has neither systemd nor a writable cgroup hierarchy. This changes the host's
+# libvirt configuration: say so, keep the original, and restart a libvirtd that
+# is already running so that it reads the change.
 conf=/etc/libvirt/qemu.conf
+restart_libvirtd=no
 if ! grep -q '^# bench: managed' "$conf" 2>/dev/null; then
-	step "configuring $conf"
+	backup=$conf.bench-backup.$(date +%Y%m%d-%H%M%S)
+	[ -f "$conf" ] && cp -p "$conf" "$backup"
+	step "changing the host's $conf (backup: $backup): QEMU runs as root, security_driver = \"none\", no cgroup controllers"
 	cat >>"$conf" <<'CONF'
-# bench: managed
+# bench: managed (appended by the boot-time randomness bench's scripts/setup.sh)
 user = "root"
 group = "root"
 security_driver = "none"
 cgroup_controllers = [ ]
 CONF
+	restart_libvirtd=yes
 fi
 getent group kvm >/dev/null || groupadd -r kvm
 getent group libvirt >/dev/null || groupadd -r libvirt
@@ -45,6 +51,11 @@ id libvirt-qemu >/dev/null 2>&1 || useradd -r -g libvirt-qemu -G kvm -d /var/lib
 mkdir -p /var/log/libvirt /var/run/libvirt
 
 if ! pgrep -x virtlogd >/dev/null; then step "starting virtlogd"; virtlogd -d; fi
+if [ "$restart_libvirtd" = yes ] && pgrep -x libvirtd >/dev/null; then
+	step "restarting libvirtd to read $conf"
+	pkill -x libvirtd
+	for _ in $(seq 50); do pgrep -x libvirtd >/dev/null || break; sleep 0.2; done
+fi
 if ! pgrep -x libvirtd >/dev/null; then step "starting libvirtd"; libvirtd -d; fi
 for _ in $(seq 50); do
 	virsh -c qemu:///system version >/dev/null 2>&1 && break
