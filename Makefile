@@ -11,7 +11,7 @@ VARIANTS := $(notdir $(patsubst %/series,%,$(wildcard kernel/patches/*/series)))
 RUN_ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: all setup build kernels fixtures qemu run test check-patches clean
+.PHONY: all setup build kernels fixtures qemu run test soak check-patches clean
 
 all: build
 
@@ -33,8 +33,15 @@ build: kernels fixtures qemu
 run: build
 	cd pytest && $(PYTHON) -m benchlib.run --no-build $(RUN_ARGS)
 
+# The ini file and rootdir are pinned: an option value such as "--kernel /boot/X"
+# must not make pytest take /boot as its rootdir (and miss conftest.py).
 test: build
-	$(PYTHON) -m pytest $(PYTEST_ARGS)
+	$(PYTHON) -m pytest -c tox.ini --rootdir=. $(PYTEST_ARGS)
+
+# Flake rate: every TCG profile × stock and crng, 20 boots each (about 30 minutes).
+SOAK_ARGS ?=
+soak: build
+	cd pytest && $(PYTHON) -m benchlib.soak $(SOAK_ARGS)
 
 check-patches:
 	@scripts/check-patches.sh

@@ -24,11 +24,15 @@ import libvirt  # noqa: E402
 
 from benchlib import paths  # noqa: E402
 from benchlib.accel import resolve_accel  # noqa: E402
-from benchlib.errors import NeedsKvm  # noqa: E402
-from benchlib.guest import BootRequest, boot, check_accel  # noqa: E402
+from benchlib.errors import NeedsKvm, UnknownProfile  # noqa: E402
+from benchlib.errors import BenchError  # noqa: E402
+from benchlib.guest import (BootRequest, boot, check_accel, install_signal_handlers,  # noqa: E402
+                            reap, running_bench_domains, surviving)
+from benchlib.libvirtconn import connect  # noqa: E402
 from benchlib.kernels import check_bzimage, variant_kernel  # noqa: E402
 from benchlib.profiles import all_profiles, get_profile  # noqa: E402
 from benchlib.record import BootRecord  # noqa: E402
+from benchlib.variants import CUSTOM, known_variants  # noqa: E402
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -42,6 +46,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--accel", choices=("auto", "kvm", "tcg"), default="auto",
                     help="accelerator: a probe boot decides under auto")
     group.addoption("--libvirt-uri", default="qemu:///system", help="libvirt connection URI")
+    group.addoption("--reap", action="store_true",
+                    help="destroy bench-* domains left running by a killed run")
 
 
 @pytest.fixture(scope="session")
@@ -52,15 +58,32 @@ def run_dir() -> Path:
     return path
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    install_signal_handlers()
+
+
 @pytest.fixture(scope="session")
 def libvirt_conn(request: pytest.FixtureRequest) -> Iterator[libvirt.virConnect]:
+    """The libvirt connection; at the end of the session, any domain this run
+    created that still exists fails the run (and is destroyed)."""
     uri = request.config.getoption("--libvirt-uri")
     try:
-        conn = libvirt.open(uri)
-    except libvirt.libvirtError as exc:
-        pytest.exit(f"cannot connect to libvirt at '{uri}': {exc} (run scripts/setup.sh)", 2)
+        conn = connect(uri)
+    except BenchError as exc:
+        pytest.exit(str(exc), 2)
+    stale = running_bench_domains(conn)
+    if stale and request.config.getoption("--reap"):
+        reap(conn, stale)
+        print(f"\nbench: destroyed {len(stale)} stale domain(s): {' '.join(stale)}")
+    elif stale:
+        print(f"\nbench: {len(stale)} bench domain(s) from another run are running "
+              f"({' '.join(stale)}); destroy them with --reap")
     yield conn
+    leaked = surviving(conn)
+    reap(conn, leaked)
     conn.close()
+    if leaked:
+        pytest.fail(f"guests left running after the tests: {' '.join(leaked)}", pytrace=False)
 
 
 @pytest.fixture(scope="session")
@@ -82,11 +105,25 @@ def kernel_under_test(request: pytest.FixtureRequest) -> tuple[str, Path]:
 
 @pytest.fixture(scope="session")
 def accel(request: pytest.FixtureRequest, libvirt_conn: libvirt.virConnect,
-          kernel_under_test: tuple[str, Path], initrd: Path, run_dir: Path) -> str:
+          initrd: Path, run_dir: Path) -> str:
     mode, why = resolve_accel(request.config.getoption("--accel"), libvirt_conn,
-                              kernel_under_test[1], initrd, run_dir)
+                              initrd, run_dir)
     print(f"\nbench: guests run under {mode.upper()} ({why})")
     return mode
+
+
+@pytest.fixture(scope="session")
+def bench_variant(request: pytest.FixtureRequest) -> Callable[[str], str]:
+    """bench_variant(name) -> name, for tests of one of the bench's own variants;
+    with --kernel such a test is skipped, naming why: it never boots another kernel."""
+    user_kernel: Optional[Path] = request.config.getoption("--kernel")
+
+    def _variant(name: str) -> str:
+        if user_kernel is not None:
+            pytest.skip(f"tests the bench's '{name}' variant; --kernel {user_kernel} was given")
+        return name
+
+    return _variant
 
 
 BootFn = Callable[..., BootRecord]
@@ -107,7 +144,7 @@ def boot_guest(libvirt_conn: libvirt.virConnect, initrd: Path, accel: str,
             check_accel(prof, accel)
         except NeedsKvm as exc:
             pytest.skip(str(exc))
-        if variant is None:
+        if variant is None or variant == CUSTOM:
             variant, kernel = kernel_under_test
         elif kernel is None:
             kernel = variant_kernel(variant)
@@ -118,8 +155,37 @@ def boot_guest(libvirt_conn: libvirt.virConnect, initrd: Path, accel: str,
     return _boot
 
 
+PROFILE_PARAMS = ("profile", "profile_name")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """--profile P restricts every profile-parametrized test to the profiles named."""
+    chosen = config.getoption("--profile")
+    if not chosen:
+        return
+    for name in chosen:
+        try:
+            get_profile(name)   # an unknown profile is an error, not an empty run
+        except UnknownProfile as exc:
+            raise pytest.UsageError(str(exc)) from None
+    keep, drop = [], []
+    for item in items:
+        params = getattr(item, "callspec", None)
+        value = next((params.params[p] for p in PROFILE_PARAMS
+                      if params and p in params.params), None)
+        (drop if value is not None and value not in chosen else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Tests taking `profile_name` run once per profile (or per --profile given)."""
+    """Tests taking `profile_name` run once per profile (or per --profile given);
+    tests taking `variant` once per bench variant, or with --kernel once, on the
+    user's kernel only: no such test ever boots a kernel the user did not name."""
     if "profile_name" in metafunc.fixturenames:
         chosen = metafunc.config.getoption("--profile") or list(all_profiles())
         metafunc.parametrize("profile_name", chosen)
+    if "variant" in metafunc.fixturenames:
+        user_kernel = metafunc.config.getoption("--kernel")
+        metafunc.parametrize("variant", [CUSTOM] if user_kernel else known_variants())

@@ -7,9 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from benchlib.console import boot_stages
 from benchlib.credit import check_credit_rule, expected_credit, parse_hist, stock_spill_credit
 from benchlib.profiles import PLACEHOLDERS, all_profiles
-from benchlib.record import parse_console, parse_data
+from benchlib.record import (BootRecord, KmsgIncomplete, TaskOutput, parse_console, parse_data,
+                             parse_kmsg)
+from benchlib.report import Cell, not_ok, table
+from benchlib.spills import spills
+from benchlib.trace import TraceIncomplete, parse_trace
 
 DUMMY = {key: f"/tmp/{key}" for key in PLACEHOLDERS} | {"name": "x", "domain_type": "qemu"}
 
@@ -39,16 +44,78 @@ def test_harness_parses_console_and_data() -> None:
     messages = parse_console("[    0.000000] Linux version 6.1\r\n"
                              "[    1.850000] random: crng init done\r\nnoise\n")
     assert messages == [(0.0, "Linux version 6.1"), (1.85, "random: crng init done")]
-    tasks, probe = parse_data("@@BEGIN probe\n@@PROBE event=kmsg t=1.5 text=random: a b\n"
+    tasks, probe = parse_data("@@BEGIN probe\n@@PROBE event=start t=1.5 text=a b=c\n"
                               "@@END probe rc=0\n@@BEGIN x\n@@SECTION s\n1\n")
     assert tasks["probe"].rc == 0 and tasks["x"].rc is None
     assert tasks["x"].sections() == {"s": ["1"]}
-    assert probe == [{"event": "kmsg", "t": "1.5", "text": "random: a b"}]
+    assert probe == [{"event": "start", "t": "1.5", "text": "a b=c"}]
+
+
+KMSG_END = "@@KMSG_END first_seq=0 next_seq=3 records=3 lost=0"
+
+
+def kmsg_lines(seqs: list[int]) -> list[str]:
+    return [f"@@KMSG seq={s} t=0.{s:06d} level=5 text=random: message {s}" for s in seqs]
+
+
+def test_harness_kmsg_dump_parses_whole() -> None:
+    records = parse_kmsg([*kmsg_lines([0, 1, 2]), KMSG_END])
+    assert [(r.seq, r.t, r.text) for r in records][2] == (2, 0.000002, "random: message 2")
+
+
+@pytest.mark.parametrize("lines, why", [
+    (kmsg_lines([0, 1, 2]), "did not finish"),
+    ([*kmsg_lines([0, 2]), KMSG_END], "records 1-1 are missing"),
+    ([*kmsg_lines([3, 4]), KMSG_END], "records 0-2 are missing"),
+    ([*kmsg_lines([0]), KMSG_END.replace("lost=0", "lost=2")], "2 kernel log record"),
+    ([KMSG_END], "holds no record"),
+])
+def test_harness_kmsg_gap_is_an_error(lines: list[str], why: str) -> None:
+    with pytest.raises(KmsgIncomplete, match=why):
+        parse_kmsg(lines)
+
+
+TRACE_HEAD = "# entries-in-buffer/entries-written: {0}/{1}   #P:2"
+
+
+def trace_line(cpu: int, t: float, event: str, args: str) -> str:
+    return f"          <idle>-0       [{cpu:03d}] d.h..     {t:.6f}: {event}: (x+0x0/0x10) {args}"
+
+
+def test_harness_trace_spills_and_causes() -> None:
+    events = parse_trace([TRACE_HEAD.format(6, 6),
+                          trace_line(1, 1.0, "mix", "count=2147483649"),
+                          trace_line(1, 1.001, "fl", "ret=1"),
+                          trace_line(1, 1.002, "mixret", ""),
+                          trace_line(1, 1.2, "mix", "count=2147483664"),
+                          trace_line(1, 1.201, "cred", "bits=1"),
+                          trace_line(1, 1.202, "mixret", "")])
+    first, second = spills(events)
+    assert (first.count, first.fast_loaded, first.cause(64)) == (1, True, "first-or-flush")
+    # 16 interrupts, 0.2 s after the previous spill: neither threshold nor flush.
+    assert (second.count, second.credits, second.cause(64)) == (16, [1], "early")
+    assert second.cause(16) == "threshold"
+
+
+def test_harness_trace_that_lost_events_is_an_error() -> None:
+    with pytest.raises(TraceIncomplete, match="kept 5 of 9"):
+        parse_trace([TRACE_HEAD.format(5, 9)])
+    with pytest.raises(TraceIncomplete, match="no trace header"):
+        parse_trace([])
+
+
+def test_harness_long_tasks_get_their_own_deadline() -> None:
+    stages = {s.name: s.deadline_s for s in boot_stages(["probe", "until", "kmsg"], 120,
+                                                        deadlines={"until": 360})}
+    # A task's deadline is the wait for the next stage.
+    assert (stages["task:until"], stages["task:kmsg"], stages["done"]) == (120, 360, 120)
 
 
 def test_harness_stock_credit_rule() -> None:
     assert [stock_spill_credit(c) for c in (1, 63, 64, 127, 128, 1024, (1 << 31) | 640)] == \
         [1, 1, 1, 1, 2, 16, 10]
+    # 6.1 caps a spill at sizeof(unsigned long pool[2]) * 8 = 128 bits.
+    assert [stock_spill_credit(c) for c in (64 * 128, 64 * 200, 0xFFFF)] == [128, 128, 128]
     hist = parse_hist(["{ count:        640 } hitcount:          2",
                        "{ count:         10 } hitcount:          1", "Totals:"])
     assert hist == [({"count": "640"}, 2), ({"count": "10"}, 1)]
@@ -69,3 +136,39 @@ def test_harness_credit_check_rejects_a_wrong_rule() -> None:
         check_credit_rule(right, lambda count: max((count & 0xFFFF) // 32, 1))
     with pytest.raises(AssertionError, match="every spill was small"):
         check_credit_rule(credit_sections({70: 3}, {1: 3}), stock_spill_credit)
+
+
+def fake_record(tmp_path: Path, probe_rc: int = 0, ready: bool = True,
+                traced: bool = True) -> BootRecord:
+    record = BootRecord(name="bench-x", profile="tcg-quiet", variant="stock", kernel="k",
+                        accel="tcg", cmdline="", console_log=tmp_path / "c",
+                        data_log=tmp_path / "d")
+    record.messages = [(0.5, "bench: nonblock ok 1")] + (
+        [(1.25, "random: crng init done")] if ready else [])
+    record.tasks = {"probe": TaskOutput("probe", probe_rc), "kmsg": TaskOutput("kmsg", 0)}
+    if traced:
+        record.tasks["trace"] = TaskOutput("trace", 0, [
+            "@@SECTION trace", TRACE_HEAD.format(2, 2),
+            trace_line(0, 1.0, "air", "irq=4"), trace_line(1, 1.3, "air", "irq=4")])
+    return record
+
+
+@pytest.mark.parametrize("change, verdict", [
+    ({}, "ok"),
+    ({"probe_rc": 139}, "task failed: probe rc=139"),
+    ({"ready": False}, "no data: no 'crng init done' in"),
+    ({"traced": False}, "no data: no kprobe trace"),
+])
+def test_harness_report_cell_verdicts(tmp_path: Path, change: dict, verdict: str) -> None:
+    cell = Cell("tcg-quiet", "stock", records=[fake_record(tmp_path, **change)])
+    assert cell.verdict().startswith(verdict)
+    assert bool(not_ok([cell])) == (verdict != "ok")
+    text = table([cell])
+    assert verdict.split(":")[0] in text.splitlines()[1], text
+    # Interrupts before ready, from the trace: one, on CPU 0 (the second came later).
+    assert ("1 [1-1] on 1 CPU" in text) == (change in ({}, {"probe_rc": 139})), text
+
+
+def test_harness_report_boot_failure_is_a_verdict(tmp_path: Path) -> None:
+    cell = Cell("tcg-quiet", "stock", failures=["guest x: no stage 'init' within 120 s"])
+    assert cell.verdict().startswith("boot failed: 1/1")

@@ -13,6 +13,7 @@ import pytest
 
 from benchlib.credit import check_credit_rule, hits_by, parse_hist, stock_spill_credit
 from benchlib.procfs import parse_interrupts
+from benchlib.profiles import quiet_profiles
 from benchlib.record import BootRecord
 
 # Lines of console noise: enough for at least one 1024-interrupt spill in the window.
@@ -24,7 +25,8 @@ SAMPLES_PER_COUNT_MIN, SAMPLES_PER_COUNT_MAX, SAMPLES_SLACK = 0.5, 2.0, 16
 
 @pytest.fixture(scope="module")
 def credit_run(boot_guest) -> BootRecord:
-    record = boot_guest("tcg-quiet", tasks=["credit"], params={"noise": str(NOISE_LINES)})
+    record = boot_guest(quiet_profiles()[0], tasks=["credit"],
+                        params={"noise": str(NOISE_LINES)})
     assert record.task("credit").rc == 0, "\n".join(record.task("credit").lines[-20:])
     return record
 

@@ -11,9 +11,12 @@ import pytest
 
 from benchlib.ordering import (assert_nonblock_eagain_until_ready, blocking_return_time,
                                ready_position)
+from benchlib.profiles import profiles_with, quiet_profiles
 from benchlib.record import BootRecord
 
 READY = "random: crng init done"
+QUIET = quiet_profiles()[0]
+VIRTIO = profiles_with(virtio_rng=True, hyperv=False, numa_nodes=1)[0]
 
 
 # Stock behaviour comes from the stock variant, and from the crng variant booted
@@ -34,8 +37,8 @@ def stock_kernel(request, kernel_under_test) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def quiet_probe(boot_guest, stock_kernel) -> BootRecord:
-    """tcg-quiet, probe with the EINTR child first and then a blocking child."""
-    return boot_guest("tcg-quiet", tasks=["probe"], params={"probe": "bi"}, **stock_kernel)
+    """A quiet profile, probe with the EINTR child first and then a blocking child."""
+    return boot_guest(QUIET, tasks=["probe"], params={"probe": "bi"}, **stock_kernel)
 
 
 def ready(record: BootRecord) -> tuple[int, float]:
@@ -73,8 +76,8 @@ def ready_times(boot_guest, profile: str, boots: int,
 
 def test_stock_virtio_rng_makes_crng_ready_earlier(boot_guest, request, stock_kernel) -> None:
     boots = request.config.getoption("--boots")
-    quiet, _ = ready_times(boot_guest, "tcg-quiet", boots, stock_kernel)
-    virtio, records = ready_times(boot_guest, "tcg-virtio-rng", boots, stock_kernel)
+    quiet, _ = ready_times(boot_guest, QUIET, boots, stock_kernel)
+    virtio, records = ready_times(boot_guest, VIRTIO, boots, stock_kernel)
     for record in records:
         current = record.task("hwrng").lines[0].strip()
         assert current.startswith("virtio_rng"), f"{record.name}: current hwrng is '{current}'"

@@ -36,21 +36,27 @@ class Stage:
     deadline_s: float  # from the previous stage
 
 
-def boot_stages(tasks: list[str], task_deadline_s: float,
-                cap_s: Optional[float] = None) -> list[Stage]:
+def boot_stages(tasks: list[str], task_deadline_s: float, cap_s: Optional[float] = None,
+                deadlines: Optional[dict[str, float]] = None) -> list[Stage]:
     """The stages of a bench boot, in order; each task is a stage of its own.
 
-    cap_s shortens every deadline (a probe boot that must answer quickly)."""
+    deadlines gives some tasks their own (longer) deadline; cap_s shortens every
+    deadline (a probe boot that must answer quickly)."""
+    deadlines = deadlines or {}
     stages = [
         Stage("attached", r"Connected to domain", 60),
         # Firmware + decompression: a guest on an unusable accelerator stalls here.
         Stage("kernel", r"Linux version \S+", 60),
         Stage("init", r"@@BENCH stage=init\b", 120),
     ]
-    stages += [Stage(f"task:{t}", rf"@@BENCH stage=task name={re.escape(t)}\b", task_deadline_s)
-               for t in tasks]
+    # A task's deadline runs until the next task starts: it belongs to the task before.
+    previous = [None, *tasks]
+    stages += [Stage(f"task:{t}", rf"@@BENCH stage=task name={re.escape(t)}\b",
+                     deadlines.get(previous[i], task_deadline_s))
+               for i, t in enumerate(tasks)]
     stages += [
-        Stage("done", r"@@BENCH stage=done\b", task_deadline_s),
+        Stage("done", r"@@BENCH stage=done\b", deadlines.get(tasks[-1], task_deadline_s)
+              if tasks else task_deadline_s),
         Stage("poweroff", "", 60),      # the console closes when the domain is gone
     ]
     if cap_s is not None:
@@ -70,8 +76,12 @@ class ConsoleSession:
         self.child = pexpect.spawn(command[0], command[1:], encoding="utf-8",
                                    codec_errors="replace", timeout=None)
 
-    def follow(self, stages: list[Stage]) -> None:
+    def follow(self, stages: list[Stage], total_s: Optional[float] = None) -> None:
+        """Wait for each stage in turn; total_s bounds the whole boot as well."""
         for stage in stages:
+            if total_s is not None:
+                left = max(0.0, total_s - (time.monotonic() - self.started))
+                stage = Stage(stage.name, stage.pattern, min(stage.deadline_s, left))
             self._wait_for(stage)
 
     def _wait_for(self, stage: Stage) -> None:

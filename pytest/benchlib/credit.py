@@ -1,16 +1,19 @@
-"""Interrupt crediting: kprobe hist output, and the crediting rule of stock 6.1.
+"""Interrupt crediting: kprobe hist output, and the variants' crediting rules.
 
 6.1's mix_interrupt_randomness() credits each fast-pool spill with
-clamp((count & 0xffff) / 64, 1, sizeof(pool) * 8) bits (drivers/char/random.c).
+clamp((count & 0xffff) / 64, 1, sizeof(pool) * 8) bits, where pool is its local
+copy `unsigned long pool[2]`: at most 128 bits (drivers/char/random.c).
 """
 from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Callable
+from dataclasses import dataclass
+from typing import Callable, Optional
 
-# sizeof(fast_pool.pool) * 8 on 64-bit: four longs.
-FAST_POOL_BITS = 256
+# sizeof(pool) * 8 for mix_interrupt_randomness()'s `unsigned long pool[2]` on
+# 64-bit: the most one spill can be credited.
+SPILL_CREDIT_CAP = 128
 # One bit of credit per this many interrupts in a spill.
 INTERRUPTS_PER_BIT = 64
 COUNT_MASK = 0xFFFF
@@ -42,12 +45,32 @@ def hits_by(entries: list[tuple[dict[str, str], int]], key: str) -> dict[str, in
 
 def stock_spill_credit(count: int) -> int:
     """Bits 6.1 credits for one fast-pool spill of `count` interrupts."""
-    return min(max((count & COUNT_MASK) // INTERRUPTS_PER_BIT, 1), FAST_POOL_BITS)
+    return min(max((count & COUNT_MASK) // INTERRUPTS_PER_BIT, 1), SPILL_CREDIT_CAP)
 
 
 def expected_credit(spill_counts: dict[int, int], rule=stock_spill_credit) -> int:
     """Total bits for spills given as {count: how many spills had it}."""
     return sum(rule(count) * n for count, n in spill_counts.items())
+
+
+@dataclass(frozen=True)
+class CreditRule:
+    """How a variant credits interrupts: bits per spill, and over which part of
+    its boot ("ready" is the variant's ready milestone; None: no bound)."""
+    name: str
+    per_spill: Callable[[int], int]
+    from_milestone: Optional[str]    # before it, spills credit nothing (fast loads)
+    until_milestone: Optional[str]   # from it on, nothing is credited
+
+
+# By the name a variant's variant.toml gives as credit_rule.
+CREDIT_RULES = {
+    # 6.1: count/64 per spill until the CRNG is ready, nothing afterwards.
+    "stock": CreditRule("stock", stock_spill_credit, None, "ready"),
+    # The crng variant in rfc mode: spills below state 2 are fast loads (no
+    # credit); from 2 on, 6.1's count/64 per spill, with no end.
+    "rfc": CreditRule("rfc", stock_spill_credit, "ready", None),
+}
 
 
 # A spill this large credits more than the 1-bit floor, so the rule is visible.

@@ -9,15 +9,14 @@ import re
 from dataclasses import dataclass
 
 
-
 @dataclass(frozen=True)
 class Transition:
     to: int
     uptime_ms: int
     cause: str          # "fastload" or "reseed"
+    trigger: str        # fastload: "threshold", "flush" or "first"; reseed: "credit"
     cpu: int
     irqs: int           # the fast pool's interrupt count at the spill
-    timed_out: bool     # the spill came from the 1 s flush, not 64 interrupts
     credited_bits: int  # the input pool's credited bits at that moment
 
 
@@ -41,8 +40,8 @@ class CrngState:
         result = []
         for k in sorted(self.numbered_keys("transition")):
             f = dict(w.split("=", 1) for w in self.fields[f"transition{k}"].split())
-            result.append(Transition(int(f["to"]), int(f["uptime_ms"]), f["cause"], int(f["cpu"]),
-                                     int(f["irqs"]), f["timed_out"] == "1",
+            result.append(Transition(int(f["to"]), int(f["uptime_ms"]), f["cause"],
+                                     f["trigger"], int(f["cpu"]), int(f["irqs"]),
                                      int(f["credited_bits"])))
         return result
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,18 +22,43 @@ import libvirt
 libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
 
 from .console import ConsoleSession, boot_stages
-from .errors import BadKernel, BenchError, NeedsKvm
+from .errors import BadKernel, BenchError, BootFailed, NeedsKvm
 from .kernels import check_bzimage
-from .paths import DEFAULT_EMULATOR, patched_qemu
+from .paths import DEFAULT_EMULATOR, FIXTURE_DIR, patched_qemu
 from .profiles import Profile
-from .record import BootRecord, parse_console, parse_data, read_text
+from .record import (BootRecord, KmsgIncomplete, messages_from, parse_console, parse_data,
+                     read_text)
 
-# Always on the guest's command line: the kernel log on ttyS0, a panic ends the
-# boot (libvirt destroys the domain on reboot), and the probe's /dev/kmsg markers
-# are not rate-limited away.
-BASE_CMDLINE = "console=ttyS0,115200 panic=-1 loglevel=7 printk.devkmsg=on"
+# Always on the guest's command line: the kernel log on ttyS0 until the init takes
+# the console down to warnings (the kernel log reaches the host whole from
+# /dev/kmsg); /dev/console for init is ttynull, so that no UART is opened (and no
+# serial interrupt raised) before the init's first getrandom(); a panic ends the boot (libvirt destroys the domain on reboot), the
+# probe's /dev/kmsg markers are not rate-limited away, and a log buffer large
+# enough that no record is overwritten before the dump (a lost one is an error).
+BASE_CMDLINE = ("console=ttyS0,115200 console=ttynull panic=-1 loglevel=7 "
+                "printk.devkmsg=on log_buf_len=4M")
 # Slack above the probe's own timeout before a task counts as stalled.
 TASK_SLACK_S = 60
+# Per-CPU trace buffer for a trace set: spills, credits and reseeds fit many times.
+TRACE_BUFFER = "4M"
+# Tasks the init always runs after the requested ones: the kernel log, whole.
+CLOSING_TASKS = ["kmsg"]
+
+
+def trace_cmdline(name: str) -> str:
+    """kprobe_event= for a trace set (fixtures/trace-NAME): armed at fs_initcall,
+    before any user space runs; comma-separated fields, ';' between events."""
+    path = FIXTURE_DIR / f"trace-{name}"
+    if not path.is_file():
+        raise BenchError(f"unknown trace set '{name}': no {path}")
+    events = [line.split(None, 1)[1].strip() for line in path.read_text().splitlines()
+              if line.startswith("event ")]
+    # The global trace clock is printk's (local_clock()), so trace time stamps and
+    # kernel log times can be compared. The ring buffer stays one page per CPU
+    # until something expands it: naming the boot tracer (nop, the default one)
+    # makes it trace_buf_size from the start.
+    return (f"kprobe_event={';'.join(e.replace(' ', ',') for e in events)} "
+            f"ftrace=nop trace_buf_size={TRACE_BUFFER} trace_clock=global bench.trace={name}")
 
 
 @dataclass
@@ -49,14 +75,28 @@ class BootRequest:
     emulator: Optional[Path] = None         # None: choose_emulator() decides
     timeout_s: float = 60                   # the probe's own limit (bench.timeout)
     stage_deadline_s: Optional[float] = None  # cap on every stage's deadline
+    total_deadline_s: Optional[float] = None  # cap on the whole boot
+    trace: Optional[str] = None             # a kprobe trace set, dumped as task "trace"
 
     def cmdline(self) -> str:
         bench = {"tasks": ",".join(self.tasks), "variant": self.variant,
                  "timeout": f"{self.timeout_s:.0f}", **self.params}
         words = [BASE_CMDLINE] + [f"bench.{k}={v}" for k, v in bench.items()]
+        if self.trace:
+            words.append(trace_cmdline(self.trace))
         if self.extra_cmdline:
             words.append(self.extra_cmdline)
         return " ".join(words)
+
+    def stage_tasks(self) -> list[str]:
+        """Every task the init runs, in order: the requested ones, then its own."""
+        closing = (["trace"] if self.trace and "trace" not in self.tasks else []) + CLOSING_TASKS
+        return self.tasks + closing
+
+    def task_deadlines(self) -> dict[str, float]:
+        """Tasks that may legitimately take longer than the probe's limit."""
+        cap = float(self.params.get("until_cap", 300))
+        return {"until": cap + TASK_SLACK_S}
 
 
 def domain_type(accel: str) -> str:
@@ -81,6 +121,42 @@ def choose_emulator(profile: Profile, accel: str) -> Path:
 
 def check_accel(profile: Profile, accel: str) -> None:
     choose_emulator(profile, accel)
+
+
+# Every domain this process created, in order: a finalizer checks none survives.
+CREATED: list[str] = []
+DOMAIN_PREFIX = "bench-"
+
+
+def _interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(f"{signal.Signals(signum).name}")
+
+
+def install_signal_handlers() -> None:
+    """SIGTERM (and SIGHUP) end a run as SIGINT does, with KeyboardInterrupt, so
+    that every boot's `finally` destroys its domain and keeps its logs."""
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _interrupt)
+
+
+def running_bench_domains(conn: libvirt.virConnect) -> list[str]:
+    """Names of every bench domain libvirt knows, this run's or a killed run's."""
+    return sorted(d.name() for d in conn.listAllDomains() if d.name().startswith(DOMAIN_PREFIX))
+
+
+def surviving(conn: libvirt.virConnect) -> list[str]:
+    """Domains this process created that still exist: a leak."""
+    alive = set(running_bench_domains(conn))
+    return [name for name in CREATED if name in alive]
+
+
+def reap(conn: libvirt.virConnect, names: list[str]) -> None:
+    for name in names:
+        destroy_if_running(conn, name)
+        try:
+            conn.lookupByName(name).undefine()
+        except libvirt.libvirtError:
+            pass        # transient: gone with destroy
 
 
 def destroy_if_running(conn: libvirt.virConnect, name: str) -> None:
@@ -112,25 +188,38 @@ def boot(conn: libvirt.virConnect, request: BootRequest, keep_failed: bool = Tru
     xml_path = outdir / "domain.xml"
     xml_path.write_text(xml)
 
-    session = ConsoleSession(["virsh", "-c", conn.getURI(), "create", str(xml_path),
-                              "--console", "--autodestroy"], name, str(console_log))
     record = BootRecord(name=name, profile=request.profile.name, variant=request.variant,
                         kernel=str(kernel), accel=request.accel, cmdline=cmdline,
                         console_log=console_log, data_log=data_log)
     error: Optional[BenchError] = None
+    session: Optional[ConsoleSession] = None
     try:
-        session.follow(boot_stages(request.tasks, request.timeout_s + TASK_SLACK_S,
-                                   cap_s=request.stage_deadline_s))
+        CREATED.append(name)
+        session = ConsoleSession(["virsh", "-c", conn.getURI(), "create", str(xml_path),
+                                  "--console", "--autodestroy"], name, str(console_log))
+        session.follow(boot_stages(request.stage_tasks(), request.timeout_s + TASK_SLACK_S,
+                                   cap_s=request.stage_deadline_s,
+                                   deadlines=request.task_deadlines()),
+                       total_s=request.total_deadline_s)
     except BenchError as exc:
         error = exc
     finally:
-        session.close()
+        if session is not None:
+            session.close()
         destroy_if_running(conn, name)
-        record.stages = session.reached
+    assert session is not None      # a failed spawn raised above
+    record.stages = session.reached
     _wait_for_log(console_log)
-    console_text = read_text(console_log) or (session.transcript_tail() or "")
-    record.messages = parse_console(console_text)
     record.tasks, record.probe = parse_data(read_text(data_log))
+    try:
+        record.messages = messages_from(record.tasks)
+    except KmsgIncomplete as exc:
+        if error is None:
+            error = BootFailed(f"guest {name}: {exc} (data log: {data_log})", session.stage,
+                               str(console_log))
+        # A failed boot: what the console caught is better than nothing to read.
+        console_text = read_text(console_log) or (session.transcript_tail() or "")
+        record.messages = parse_console(console_text)
     (outdir / "record.json").write_text(_json(record))
     if error is not None:
         raise error

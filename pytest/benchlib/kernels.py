@@ -4,12 +4,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from .errors import BadKernel
-from .paths import kernel_image, known_variants
+from .paths import kernel_image
+from .variants import all_names
 
 # The x86 boot protocol puts the magic "HdrS" at offset 0x202 of every bzImage
 # (Documentation/x86/boot.rst); anything else would not boot, so say so now.
 BOOT_HEADER_MAGIC_OFFSET = 0x202
 BOOT_HEADER_MAGIC = b"HdrS"
+FINGERPRINT = "fingerprint"
 
 
 def check_bzimage(path: Path) -> Path:
@@ -27,10 +29,15 @@ def check_bzimage(path: Path) -> Path:
 
 def variant_kernel(variant: str) -> Path:
     """The built kernel of a variant; the message says how to build a missing one."""
-    if variant not in known_variants() and not (kernel_image(variant)).exists():
-        raise BadKernel(f"unknown kernel variant '{variant}' (known: {', '.join(known_variants())})")
+    if variant not in all_names() and not (kernel_image(variant)).exists():
+        raise BadKernel(f"unknown kernel variant '{variant}' (known: {', '.join(all_names())})")
     path = kernel_image(variant)
     if not path.is_file():
         raise BadKernel(f"kernel image '{path}' for variant '{variant}' is missing: "
                         f"run 'kernel/build.sh {variant}' (or 'make build')")
+    # kernel/build.sh writes the inputs' fingerprint last: without it the image is
+    # from a build that did not finish.
+    if not (path.parent / FINGERPRINT).is_file():
+        raise BadKernel(f"kernel image '{path}' has no {FINGERPRINT} beside it: its build "
+                        f"did not finish; run 'kernel/build.sh {variant}'")
     return check_bzimage(path)

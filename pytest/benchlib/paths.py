@@ -26,9 +26,3 @@ def patched_qemu() -> Path:
 def initramfs() -> Path:
     """The initramfs fixtures/Makefile produces."""
     return BUILD_DIR / "fixtures" / "initramfs.cpio.gz"
-
-
-def known_variants() -> list[str]:
-    """Variants with a patch series in the repository (test-only ones excluded)."""
-    return sorted(p.parent.name for p in (KERNEL_DIR / "patches").glob("*/series")
-                  if not p.parent.name.startswith("test-"))

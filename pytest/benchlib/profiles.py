@@ -19,12 +19,60 @@ PLACEHOLDERS = ("name", "domain_type", "emulator", "kernel", "initrd", "cmdline"
                 "console_log", "data_log")
 
 
+QEMU_NS = "http://libvirt.org/schemas/domain/qemu/1.0"
+REQUIRES = ("any", "hyperv")
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a profile gives the guest, read from its domain XML (never declared twice)."""
+    vcpus: int
+    numa_nodes: int
+    virtio_rng: bool         # a virtio-rng device (credits the input pool directly)
+    trusted_rdrand: bool     # RDRAND present and random.trust_cpu=on
+    input_devices: bool      # the PS/2 controller is there (no -machine i8042=off)
+    hyperv: bool
+    stimer_mode: str         # Hyper-V synthetic timers: "direct", "message" or "none"
+    deterministic: bool      # QEMU -icount: interrupt timing follows instructions
+
+    @property
+    def interrupt_only(self) -> bool:
+        """Interrupts are the RNG's only entropy source: nothing credits it directly."""
+        return not (self.virtio_rng or self.trusted_rdrand)
+
+
+def _capabilities(root: ET.Element) -> Capabilities:
+    qemu_args = [a.get("value", "") for a in root.iter(f"{{{QEMU_NS}}}arg")]
+    cmdline = root.findtext("os/cmdline") or ""
+    rdrand_off = any(f.get("name") == "rdrand" and f.get("policy") == "disable"
+                     for f in root.iterfind("cpu/feature"))
+    hyperv = root.find("features/hyperv")
+    stimer = hyperv.find("stimer") if hyperv is not None else None
+    if stimer is None or stimer.get("state") != "on":
+        stimer_mode = "none"
+    else:
+        direct = stimer.find("direct")
+        stimer_mode = "direct" if direct is not None and direct.get("state") == "on" \
+            else "message"
+    return Capabilities(
+        vcpus=int(root.findtext("vcpu") or 1),
+        numa_nodes=max(1, len(root.findall("cpu/numa/cell"))),
+        virtio_rng=any(r.get("model") == "virtio" for r in root.iterfind("devices/rng")),
+        trusted_rdrand=not rdrand_off and "random.trust_cpu=on" in cmdline.split(),
+        input_devices="i8042=off" not in qemu_args,
+        hyperv=hyperv is not None,
+        stimer_mode=stimer_mode,
+        deterministic=any(a.startswith("-icount") or a.startswith("shift=") for a in qemu_args),
+    )
+
+
 @dataclass(frozen=True)
 class Profile:
     name: str
     path: Path
     description: str
     requires: str        # "any" accelerator, or "hyperv" (KVM, or our patched QEMU)
+    caps: Capabilities
 
     @property
     def template(self) -> str:
@@ -43,16 +91,35 @@ def _read_profile(path: Path) -> Profile:
     meta = root.find(f"metadata/{{{METADATA_NS}}}profile")
     if meta is None:
         raise ValueError(f"profile {path}: no <bench:profile> metadata")
+    requires = (meta.findtext(f"{{{METADATA_NS}}}requires") or "any").strip()
+    if requires not in REQUIRES:
+        raise ValueError(f"profile {path}: unknown <bench:requires> '{requires}' "
+                         f"(known: {', '.join(REQUIRES)})")
     return Profile(
         name=path.stem,
         path=path,
         description=(meta.findtext(f"{{{METADATA_NS}}}description") or "").strip(),
-        requires=(meta.findtext(f"{{{METADATA_NS}}}requires") or "any").strip(),
+        requires=requires,
+        caps=_capabilities(root),
     )
 
 
 def all_profiles(directory: Path = PROFILE_DIR) -> dict[str, Profile]:
     return {p.stem: _read_profile(p) for p in sorted(directory.glob("*.xml"), key=lambda p: p.stem)}
+
+
+def profiles_with(directory: Path = PROFILE_DIR, **wanted: object) -> list[str]:
+    """Names of the profiles whose capabilities have these values, e.g.
+    profiles_with(interrupt_only=True, hyperv=False)."""
+    return [name for name, profile in all_profiles(directory).items()
+            if all(getattr(profile.caps, key) == value for key, value in wanted.items())]
+
+
+def quiet_profiles() -> list[str]:
+    """Interrupts are the only entropy, and no device of the profile raises one
+    late in the kernel's init (no input devices, no Hyper-V): user space gets to
+    look at the RNG before it is ready."""
+    return profiles_with(interrupt_only=True, hyperv=False, input_devices=False)
 
 
 def get_profile(name: str, directory: Path = PROFILE_DIR) -> Profile:

@@ -1,8 +1,11 @@
 """Boot records: what one guest boot printed, parsed into one structure.
 
-Two channels come back from a guest: the console (ttyS0: the kernel log with
-printk timestamps, and the init's stage markers) and the data channel (ttyS1: the
-tasks' output framed by @@BEGIN/@@END, the probe's @@PROBE lines).
+Two channels come back from a guest: the console (ttyS0: the init's stage markers,
+warnings and worse, and whatever the tests write as noise) and the data channel
+(ttyS1: the tasks' output framed by @@BEGIN/@@END, the probe's @@PROBE lines, and
+the whole kernel log as @@KMSG records from /dev/kmsg). Kernel messages are read
+from the kmsg records only: on the console a printk can land inside another line.
+A record missing by its sequence number is an error, never a silent gap.
 """
 from __future__ import annotations
 
@@ -11,14 +14,55 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from . import variants
+from .errors import BadKernel
+from .variants import Variant
+
 PRINTK_LINE = re.compile(r"^\[\s*(\d+\.\d+)\] (.*)$")
-# The RNG milestones each design prints, by the name reports use for them.
-MILESTONES = {
-    "crng init done": re.compile(r"random: crng init done"),
-    "crng_init 1": re.compile(r"random: crng_init 1\b"),
-    "crng_init 2": re.compile(r"random: crng_init 2\b"),
-    "crng_init 3": re.compile(r"random: crng_init 3\b"),
-}
+KMSG_TASK = "kmsg"
+
+
+class KmsgIncomplete(ValueError):
+    """The kernel log dump is missing records (or is missing altogether)."""
+
+
+@dataclass(frozen=True)
+class KmsgRecord:
+    seq: int
+    t: float          # printk time, seconds since boot
+    level: int
+    text: str
+
+
+def parse_kmsg(lines: list[str]) -> list[KmsgRecord]:
+    """kmsgdump's @@KMSG lines -> records; raise KmsgIncomplete on any gap.
+
+    Complete means: the dump ended (@@KMSG_END), the kernel reported no record
+    overwritten before it was read, and the sequence numbers run from 0 without
+    a gap."""
+    records: list[KmsgRecord] = []
+    end: Optional[dict[str, str]] = None
+    for line in lines:
+        if line.startswith("@@KMSG "):
+            head, _, text = line[len("@@KMSG "):].partition(" text=")
+            fields = dict(word.split("=", 1) for word in head.split())
+            records.append(KmsgRecord(int(fields["seq"]), float(fields["t"]),
+                                      int(fields["level"]), text))
+        elif line.startswith("@@KMSG_END "):
+            end = dict(word.split("=", 1) for word in line.split()[1:])
+    if end is None:
+        raise KmsgIncomplete("the kernel log dump did not finish (no @@KMSG_END)")
+    if int(end["lost"]):
+        raise KmsgIncomplete(f"{end['lost']} kernel log record(s) were overwritten "
+                             "before they were read")
+    expected = 0
+    for record in records:
+        if record.seq != expected:
+            raise KmsgIncomplete(f"kernel log records {expected}-{record.seq - 1} are missing")
+        expected += 1
+    if not records:
+        raise KmsgIncomplete("the kernel log dump holds no record")
+    return records
 
 
 @dataclass
@@ -51,17 +95,27 @@ class BootRecord:
     console_log: Path
     data_log: Path
     stages: dict[str, float] = field(default_factory=dict)   # host seconds since start
+    # The kernel log, from the kmsg dump: (printk time, text) in log order.
     messages: list[tuple[float, str]] = field(default_factory=list)
     tasks: dict[str, TaskOutput] = field(default_factory=dict)
     probe: list[dict[str, str]] = field(default_factory=list)
 
+    def spec(self) -> Variant:
+        """The variant's metadata (kernel/patches/<variant>/variant.toml)."""
+        return variants.load(self.variant)
+
     def milestone(self, name: str) -> Optional[float]:
-        """Guest printk time of the first message matching a milestone."""
-        pattern = MILESTONES[name]
+        """Guest printk time of the first kernel message marking a milestone."""
+        pattern = self.spec().pattern(name)
         return next((t for t, text in self.messages if pattern.search(text)), None)
 
     def milestones(self) -> dict[str, float]:
-        found = {name: self.milestone(name) for name in MILESTONES}
+        """Every milestone of the variant that this boot reached, with its time."""
+        try:
+            names = list(self.spec().milestones)
+        except BadKernel:
+            return {}      # not a bench variant (e.g. the accelerator probe boot)
+        found = {name: self.milestone(name) for name in names}
         return {name: t for name, t in found.items() if t is not None}
 
     def probe_events(self, event: str) -> list[dict[str, str]]:
@@ -72,8 +126,8 @@ class BootRecord:
         return found[0] if found else None
 
     def kmsg(self) -> list[tuple[float, str]]:
-        """The RNG's and the probe's kernel log records, in log order (probe's dump)."""
-        return [(float(p["t"]), p["text"]) for p in self.probe_events("kmsg")]
+        """The whole kernel log in log order: (printk time, text)."""
+        return self.messages
 
     def task(self, name: str) -> TaskOutput:
         if name not in self.tasks:
@@ -86,13 +140,21 @@ class BootRecord:
             "name": self.name, "profile": self.profile, "variant": self.variant,
             "kernel": self.kernel, "accel": self.accel, "cmdline": self.cmdline,
             "console_log": str(self.console_log), "data_log": str(self.data_log),
-            "host_stages_s": self.stages, "milestones_s": self.milestones(),
-            "first_nonblock_ok_s": float(ok["t"]) if ok else None,
+            "host_stages_s": self.stages, "milestones_printk_s": self.milestones(),
+            "first_nonblock_ok_boottime_s": float(ok["t"]) if ok else None,
             "entropy_avail": {p["when"]: p["value"] for p in self.probe_events("entropy_avail")},
         }
 
 
+def messages_from(tasks: dict[str, TaskOutput]) -> list[tuple[float, str]]:
+    """The kernel log of a boot from its kmsg task; KmsgIncomplete if not whole."""
+    if KMSG_TASK not in tasks:
+        raise KmsgIncomplete("the boot has no kernel log dump (task 'kmsg')")
+    return [(r.t, r.text) for r in parse_kmsg(tasks[KMSG_TASK].lines)]
+
+
 def parse_console(text: str) -> list[tuple[float, str]]:
+    """printk lines of a console transcript: for diagnostics only (see above)."""
     messages = []
     for line in text.splitlines():
         match = PRINTK_LINE.match(line.strip("\r"))

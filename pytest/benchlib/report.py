@@ -1,5 +1,5 @@
-"""The main job's report: medians and ranges per profile and variant, as a table,
-JSON and JUnit XML, next to the boots' console logs."""
+"""The main job's report: medians and ranges per profile and variant, a verdict for
+every cell, as a table, JSON and JUnit XML, next to the boots' logs."""
 from __future__ import annotations
 
 import json
@@ -9,10 +9,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from .record import MILESTONES, BootRecord
+from . import measure
+from .errors import BadKernel
+from .record import BootRecord
+from .variants import all_milestones
 
-FIRST_NONBLOCK_OK = "first GRND_NONBLOCK ok"
+READY = "ready (printk)"
+IRQS = "irqs to ready"
+BLOCKED = "blocking wait (s)"
+FIRST_NONBLOCK_OK = "first GRND_NONBLOCK ok (printk)"
 HOST_DONE = "host wall: boot to done"
+OK = "ok"
 
 
 @dataclass
@@ -23,24 +30,62 @@ class Cell:
     records: list[BootRecord] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     skipped: Optional[str] = None
+    cap_s: Optional[float] = None       # how long boots waited for the final milestone
+
+    @property
+    def boots(self) -> int:
+        return len(self.records) + len(self.failures)
 
     def samples(self) -> dict[str, list[float]]:
         found: dict[str, list[float]] = {}
+
+        def add(name: str, value: Optional[float]) -> None:
+            if value is not None:
+                found.setdefault(name, []).append(value)
+
         for record in self.records:
             for name, t in record.milestones().items():
-                found.setdefault(name, []).append(t)
-            ok = first_nonblock_ok(record)
-            if ok is not None:
-                found.setdefault(FIRST_NONBLOCK_OK, []).append(ok)
-            if "done" in record.stages:
-                found.setdefault(HOST_DONE, []).append(record.stages["done"])
+                add(name, t)
+            add(READY, measure.ready_printk(record))
+            irqs = measure.irqs_to_ready(record)
+            add(IRQS, irqs.interrupts if irqs else None)
+            add(BLOCKED, measure.blocking_wait(record))
+            add(FIRST_NONBLOCK_OK, measure.first_nonblock_ok_printk(record))
+            add(HOST_DONE, record.stages.get("done"))
         return found
 
+    def capped(self) -> int:
+        """Boots whose final milestone did not come within the cap."""
+        return sum(measure.until_outcome(r) == "cap" for r in self.records)
 
-def first_nonblock_ok(record: BootRecord) -> Optional[float]:
-    """Printk time of the probe's first successful GRND_NONBLOCK (its kmsg marker),
-    on the same clock as the kernel's own RNG messages."""
-    return next((t for t, text in record.kmsg() if text.startswith("bench: nonblock ok")), None)
+    def verdict(self) -> str:
+        """ok, or the first reason this cell is not: boot failed, task failed, no data."""
+        if self.skipped:
+            return f"skipped: {self.skipped}"
+        if self.failures:
+            return f"boot failed: {len(self.failures)}/{self.boots}: {self.failures[0]}"
+        for record in self.records:
+            failed = measure.failed_tasks(record)
+            if failed:
+                return f"task failed: {', '.join(failed)} ({record.data_log})"
+        for record in self.records:
+            try:
+                ready = " or ".join(f"'{m}'" for m in record.spec().ready_milestones)
+            except BadKernel as exc:
+                return f"no data: {exc}"
+            if measure.ready_printk(record) is None:
+                return f"no data: no {ready} in {record.name} ({record.data_log})"
+            if measure.irqs_to_ready(record) is None:
+                return f"no data: no kprobe trace in {record.name} ({record.data_log})"
+        if not self.records:
+            return "no data: no boot"
+        return OK
+
+    def credit_rates(self) -> list[float]:
+        return [r for r in (measure.credit_rate(rec) for rec in self.records) if r is not None]
+
+    def cpus_to_ready(self) -> list[int]:
+        return [i.cpus for i in (measure.irqs_to_ready(r) for r in self.records) if i]
 
 
 def stats(values: list[float], boots: int) -> dict[str, object]:
@@ -48,84 +93,97 @@ def stats(values: list[float], boots: int) -> dict[str, object]:
             "min": round(min(values), 3), "max": round(max(values), 3)}
 
 
-# Milestones reported together: a state one boot never reached still gets its
-# column ("- 0/N") once any boot printed another state of the same design.
-MILESTONE_FAMILIES = [("crng_init 1", "crng_init 2", "crng_init 3")]
-
-
 def columns(cells: list[Cell]) -> list[str]:
+    variants = list(dict.fromkeys(c.variant for c in cells if not c.skipped))
+    try:
+        milestones = all_milestones(variants)
+    except BadKernel:
+        milestones = []
     present = {name for cell in cells for name in cell.samples()}
-    for family in MILESTONE_FAMILIES:
-        if present & set(family):
-            present |= set(family)
-    order = [*MILESTONES, FIRST_NONBLOCK_OK, HOST_DONE]
-    return [name for name in order if name in present]
+    order = [READY, *milestones, IRQS, BLOCKED, FIRST_NONBLOCK_OK, HOST_DONE]
+    # A variant's milestones get their columns even where no boot reached them.
+    return [name for name in order if name in present or name in milestones]
+
+
+def cell_text(cell: Cell, name: str, samples: dict[str, list[float]]) -> str:
+    values = samples.get(name)
+    if name == IRQS and values:
+        cpus = cell.cpus_to_ready()
+        return (f"{statistics.median(values):.0f} [{min(values):.0f}-{max(values):.0f}] "
+                f"on {max(cpus)} CPU{'s' if max(cpus) > 1 else ''} {len(values)}/{cell.boots}")
+    if values:
+        return (f"{statistics.median(values):.3f} [{min(values):.3f}-{max(values):.3f}] "
+                f"{len(values)}/{cell.boots}")
+    is_final = any(name == r.spec().final for r in cell.records[:1])
+    if is_final and cell.capped() and cell.cap_s is not None:
+        rates = cell.credit_rates()
+        rate = f", {statistics.median(rates):.2f} bits/s credited" if rates else ""
+        return f"> {cell.cap_s:.0f} s {cell.capped()}/{cell.boots}{rate}"
+    return f"- 0/{cell.boots}"
 
 
 def as_json(cells: list[Cell], meta: dict[str, object]) -> dict[str, object]:
     rows = []
     for cell in cells:
-        boots = len(cell.records) + len(cell.failures)
         rows.append({
             "profile": cell.profile, "variant": cell.variant, "skipped": cell.skipped,
-            "failures": cell.failures,
-            "times_s": {name: stats(v, boots) for name, v in cell.samples().items()},
+            "verdict": cell.verdict(), "failures": cell.failures,
+            "final_capped": cell.capped(), "cap_s": cell.cap_s,
+            "credit_rate_bits_s": cell.credit_rates(),
+            "cpus_to_ready": cell.cpus_to_ready(),
+            "times_s": {name: stats(v, cell.boots) for name, v in cell.samples().items()},
             "boots": [r.summary() for r in cell.records],
         })
     return {"meta": meta, "cells": rows}
 
 
+LEGEND = """\
+ready: the variant's own ready milestone (getrandom() stops blocking), guest printk
+seconds since boot; milestones likewise, median [min-max] n/N boots reaching it;
+'> C s': the idle guest had not reached it when the cap passed (credit rate seen);
+'- 0/N': never printed. irqs to ready: interrupts the RNG sampled before ready,
+from a kprobe armed at fs_initcall (earlier ones are not counted), and on how many
+CPUs. blocking wait: how long the probe's blocking getrandom() blocked
+(CLOCK_BOOTTIME). host wall: seconds since the domain was created."""
+
+
 def table(cells: list[Cell]) -> str:
-    """Median [min-max] seconds, n/N boots reaching it; guest printk time except host rows."""
     cols = columns(cells)
-    header = ["profile", "variant", *cols]
+    header = ["profile", "variant", *cols, "verdict"]
     lines, notes = [], []
     for cell in cells:
+        verdict = cell.verdict()
+        if verdict != OK:
+            notes.append(f"[{len(notes) + 1}] {cell.profile} × {cell.variant}: {verdict}")
+            verdict = f"{verdict.split(':')[0]} [{len(notes)}]"
         if cell.skipped:
-            notes.append(f"[{len(notes) + 1}] {cell.profile} × {cell.variant}: {cell.skipped}")
-            lines.append([cell.profile, cell.variant, f"skipped [{len(notes)}]"])
+            lines.append([cell.profile, cell.variant, *["" for _ in cols], verdict])
             continue
-        boots = len(cell.records) + len(cell.failures)
         samples = cell.samples()
-        row = [cell.profile, cell.variant]
-        for name in cols:
-            v = samples.get(name)
-            row.append(f"{statistics.median(v):.3f} [{min(v):.3f}-{max(v):.3f}] {len(v)}/{boots}"
-                       if v else f"- 0/{boots}")
-        if cell.failures:
-            row.append(f"{len(cell.failures)} failed")
-        lines.append(row)
-    widths = [max(len(str(r[i])) for r in [header, *lines] if i < len(r))
-              for i in range(len(header))]
-    out = ["  ".join(h.ljust(w) for h, w in zip(header, widths))]
-    for row in lines:
-        out.append("  ".join(str(c).ljust(widths[i]) if i < len(widths) else str(c)
-                             for i, c in enumerate(row)))
-    legend = ("times: guest printk seconds since boot, median [min-max] n/N boots reaching it "
-              "('- 0/N': not reached before the guest powered off);\n"
-              "host wall rows: seconds since the domain was created")
-    return "\n".join([*out, "", legend, *notes])
+        lines.append([cell.profile, cell.variant,
+                      *(cell_text(cell, name, samples) for name in cols), verdict])
+    widths = [max(len(str(r[i])) for r in [header, *lines]) for i in range(len(header))]
+    out = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip()
+           for row in [header, *lines]]
+    return "\n".join([*out, "", LEGEND, *notes])
 
 
 def junit(cells: list[Cell]) -> ET.ElementTree:
     suite = ET.Element("testsuite", name="bench-matrix")
     count = failures = skipped = 0
     for cell in cells:
-        name_base = f"{cell.profile}.{cell.variant}"
+        case = ET.SubElement(suite, "testcase", classname="matrix",
+                             name=f"{cell.profile}.{cell.variant}")
+        verdict = cell.verdict()
+        count += 1
         if cell.skipped:
-            case = ET.SubElement(suite, "testcase", classname="matrix", name=name_base)
             ET.SubElement(case, "skipped", message=cell.skipped)
-            count, skipped = count + 1, skipped + 1
-            continue
-        for record in cell.records:
-            case = ET.SubElement(suite, "testcase", classname=name_base, name=record.name,
-                                 time=str(record.stages.get("poweroff", 0)))
-            ET.SubElement(case, "system-out").text = str(record.console_log)
-            count += 1
-        for message in cell.failures:
-            case = ET.SubElement(suite, "testcase", classname=name_base, name="boot")
-            ET.SubElement(case, "failure", message=message)
-            count, failures = count + 1, failures + 1
+            skipped += 1
+        elif verdict != OK:
+            ET.SubElement(case, "failure", message=verdict)
+            failures += 1
+        ET.SubElement(case, "system-out").text = "\n".join(
+            str(r.console_log) for r in cell.records)
     suite.set("tests", str(count))
     suite.set("failures", str(failures))
     suite.set("skipped", str(skipped))
@@ -138,3 +196,8 @@ def write(outdir: Path, cells: list[Cell], meta: dict[str, object]) -> str:
     (outdir / "report.json").write_text(json.dumps(as_json(cells, meta), indent=2) + "\n")
     junit(cells).write(outdir / "junit.xml", encoding="unicode", xml_declaration=True)
     return text
+
+
+def not_ok(cells: list[Cell]) -> list[Cell]:
+    """Cells whose verdict fails the run (a skip, which names why, does not)."""
+    return [c for c in cells if not c.skipped and c.verdict() != OK]

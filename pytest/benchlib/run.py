@@ -1,10 +1,12 @@
 """The main job: build the kernels, boot the profile matrix, print and save the report.
 
-  python3 -m benchlib.run [--variant V ...] [--profile P ...] [--boots N]
+  python3 -m benchlib.run [--variant V ...] [--profile P ...] [--boots N] [--cap S]
                           [--accel auto|kvm|tcg] [--kernel PATH] [--no-build] [--dry-run]
 
 Writes results/<timestamp>/: report.txt, report.json, junit.xml and one folder
-per boot with its domain XML, console log and data log.
+per boot with its domain XML, console log and data log. Exits 1 when a cell's
+verdict is not ok (a boot or task failed, a boot gave no data) or a variant's
+getrandom() throughput is over its budget; 2 on bad input.
 """
 from __future__ import annotations
 
@@ -15,22 +17,27 @@ import sys
 import time
 from pathlib import Path
 
-import libvirt
 
+from .cli import run_main
 from . import paths
 from .accel import resolve_accel
 from .errors import BenchError, NeedsKvm
-from .guest import BootRequest, boot, check_accel
+from .guest import (BootRequest, boot, check_accel, install_signal_handlers, reap,
+                    running_bench_domains)
+from .libvirtconn import connect
 from .kernels import check_bzimage, variant_kernel
 from .profiles import Profile, all_profiles, get_profile
-from .report import Cell, write
-from . import throughput
+from .report import Cell, not_ok, write
+from .variants import load as load_variant, known_variants
+from . import measure, throughput
 
 # The workload of a matrix boot: the probe with a blocking reader, as an early
-# boot with one process waiting for randomness would have, then a few seconds
-# more so that milestones just after readiness (a reseed) are seen too.
-MATRIX_TASKS = ["probe", "settle"]
+# boot with one process waiting for randomness would have, then the guest stays
+# up, idle, until the variant's final milestone (crng_init 3; crng init done for
+# stock) or the cap, with the variant's kprobe trace set armed from boot.
+MATRIX_TASKS = ["probe", "until"]
 MATRIX_PROBE_FLAGS = "b"
+DEFAULT_CAP_S = 300
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -44,10 +51,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--libvirt-uri", default="qemu:///system")
     parser.add_argument("--timeout", type=float, default=60,
                         help="seconds the probe waits for the RNG in each boot (default 60)")
+    parser.add_argument("--cap", type=float, default=DEFAULT_CAP_S,
+                        help="seconds an idle guest may wait for its variant's final "
+                             f"milestone (default {DEFAULT_CAP_S})")
     parser.add_argument("--no-build", action="store_true", help="use the kernels as built")
     parser.add_argument("--no-throughput", action="store_true",
                         help="skip the getrandom() throughput comparison")
     parser.add_argument("--dry-run", action="store_true", help="check the arguments and stop")
+    parser.add_argument("--reap", action="store_true",
+                        help="destroy bench-* domains left running by a killed run")
     return parser.parse_args(argv)
 
 
@@ -59,7 +71,11 @@ def main(argv: list[str]) -> int:
     args = parse_args(argv)
     profiles = [get_profile(p) for p in args.profile] if args.profile \
         else list(all_profiles().values())
-    variants = args.variant or paths.known_variants()
+    variants = args.variant or known_variants()
+    for variant in variants:
+        load_variant(variant)       # an unknown or ill-described variant: say so now
+    if args.kernel:
+        check_bzimage(args.kernel)
     if args.dry_run:
         print(f"profiles: {' '.join(p.name for p in profiles)}; variants: {' '.join(variants)}")
         return 0
@@ -73,14 +89,33 @@ def main(argv: list[str]) -> int:
 
     outdir = paths.RESULTS_DIR / time.strftime("%Y%m%d-%H%M%S")
     outdir.mkdir(parents=True, exist_ok=True)
-    conn = libvirt.open(args.libvirt_uri)
+    conn = connect(args.libvirt_uri)
+    install_signal_handlers()
+    stale = running_bench_domains(conn)
+    if stale and args.reap:
+        reap(conn, stale)
+        progress(f"destroyed {len(stale)} stale domain(s): {' '.join(stale)}")
+    elif stale:
+        progress(f"{len(stale)} bench domain(s) from another run are running "
+                 f"({' '.join(stale)}); destroy them with --reap")
+    planned = len(profiles) * len(kernels) * args.boots
+    started = time.monotonic()
+    done = 0
+
+    def eta() -> str:
+        if not done:
+            return ""
+        left = (time.monotonic() - started) / done * (planned - done)
+        return f", about {left / 60:.0f} min left" if left > 60 else f", about {left:.0f} s left"
+
     try:
-        accel, why = resolve_accel(args.accel, conn, next(iter(kernels.values())),
-                                   paths.initramfs(), outdir)
+        accel, why = resolve_accel(args.accel, conn, paths.initramfs(), outdir)
         progress(f"guests run under {accel.upper()} ({why})")
         def boot_cell(profile: Profile, variant: str, kernel: Path, tasks: list[str],
-                      params: dict[str, str], boots: int = args.boots) -> Cell:
-            cell = Cell(profile.name, variant)
+                      params: dict[str, str], boots: int = args.boots,
+                      trace: str | None = None) -> Cell:
+            nonlocal done
+            cell = Cell(profile.name, variant, cap_s=args.cap if "until" in tasks else None)
             try:
                 check_accel(profile, accel)
             except NeedsKvm as exc:
@@ -88,20 +123,31 @@ def main(argv: list[str]) -> int:
                 progress(f"{profile.name} × {variant}: skipped: {exc}")
                 return cell
             for n in range(1, boots + 1):
-                progress(f"{profile.name} × {variant}: {','.join(tasks)} boot {n}/{boots}")
                 request = BootRequest(profile=profile, variant=variant, kernel=kernel,
                                       initrd=paths.initramfs(), outdir=outdir / "boots",
                                       accel=accel, tasks=tasks, params=params,
-                                      timeout_s=args.timeout)
+                                      timeout_s=args.timeout, trace=trace)
                 try:
-                    cell.records.append(boot(conn, request))
+                    record = boot(conn, request)
+                    cell.records.append(record)
+                    outcome = "ok"
+                    if "until" in tasks:
+                        outcome = f"final milestone {measure.until_outcome(record) or '?'}"
                 except BenchError as exc:
                     cell.failures.append(str(exc))
-                    progress(f"boot failed: {exc}")
+                    outcome = f"failed: {exc}"
+                if "until" in tasks:
+                    done += 1
+                progress(f"[{done}/{planned}] {profile.name} × {variant} boot {n}/{boots}: "
+                         f"{outcome}{eta()}")
             return cell
 
-        cells = [boot_cell(profile, variant, kernel, MATRIX_TASKS,
-                           {"probe": MATRIX_PROBE_FLAGS})
+        def matrix_params(variant: str) -> dict[str, str]:
+            return {"probe": MATRIX_PROBE_FLAGS, "until": load_variant(variant).until_pattern(),
+                    "until_cap": f"{args.cap:.0f}"}
+
+        cells = [boot_cell(profile, variant, kernel, MATRIX_TASKS, matrix_params(variant),
+                           trace=load_variant(variant).trace)
                  for profile in profiles for variant, kernel in kernels.items()]
         bench_rows: list[dict[str, object]] = []
         if len(kernels) > 1 and not args.no_throughput:
@@ -119,7 +165,7 @@ def main(argv: list[str]) -> int:
             cells += [c for c in bench.values() if c.failures]
     finally:
         conn.close()
-    meta = {"accel": accel, "accel_why": why, "boots": args.boots,
+    meta = {"accel": accel, "accel_why": why, "boots": args.boots, "cap_s": args.cap,
             "workload": f"tasks={','.join(MATRIX_TASKS)} probe={MATRIX_PROBE_FLAGS}",
             "kernels": {v: str(k) for v, k in kernels.items()}}
     print(write(outdir, cells, meta))
@@ -130,17 +176,16 @@ def main(argv: list[str]) -> int:
             report_txt.write("\n" + text + "\n")
         (outdir / "throughput.json").write_text(json.dumps(bench_rows, indent=2) + "\n")
     print(f"\nreport: {outdir}/report.txt, report.json, junit.xml; boots: {outdir}/boots/")
-    failed = sum(len(c.failures) for c in cells)
-    return 1 if failed else 0
+    bad = not_ok(cells)
+    over_budget = [r for r in bench_rows if r["within_budget"] is False]
+    for cell in bad:
+        print(f"bench: {cell.profile} × {cell.variant}: {cell.verdict()}", file=sys.stderr)
+    for row in over_budget:
+        print(f"bench: {row['variant']} getrandom() throughput ({row['threads']} threads, "
+              f"{row['size']} B) is {row['ratio_to_stock']} of stock's: over the "
+              f"{throughput.MAX_SLOWDOWN:.0%} budget", file=sys.stderr)
+    return 1 if bad or over_budget else 0
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main(sys.argv[1:]))
-    except BenchError as exc:
-        print(f"bench: {exc}", file=sys.stderr)
-        sys.exit(2)
-    except subprocess.CalledProcessError as exc:
-        print(f"bench: '{' '.join(exc.cmd)}' failed with exit code {exc.returncode}",
-              file=sys.stderr)
-        sys.exit(2)
+    run_main("bench", main)

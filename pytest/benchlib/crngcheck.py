@@ -1,0 +1,176 @@
+"""Checks of the crng variant's state machine, read from the kprobe trace.
+
+Each check takes one boot's record and asserts something that a kernel broken on
+purpose fails (kernel/patches/test-crng-*): they are functions, not tests, so the
+tests can run them on the real variant and, expecting a failure, on the negative
+controls.
+"""
+from __future__ import annotations
+
+from .crngstate import CrngState, parse_crng_state
+from .ordering import blocking_return_time, ready_position
+from .record import BootRecord
+from .spills import FIRST_OR_FLUSH, Spill, credited_bits, first, spills
+from .trace import TRACE_TASK, TraceEvent, trace_of
+
+READY_STATE = 2
+RESEEDED_STATE = 3
+# drivers/char/random.c in rfc mode: a fast load after this many interrupts (or
+# the 1 s flush, or a CPU's first interrupt), the reseed to 3 at this many bits.
+FAST_LOAD_INTERRUPTS = 64
+RESEED_BITS = 128
+# printk and the probe race by this much when one CPU changes state and another
+# looks (see ordering.RACE_SLACK_S); states 2 and 3 must be further apart than it
+# for "returned at 2, not at 3" to mean anything.
+STATE_GAP_S = 0.5
+
+
+def states_printed(record: BootRecord) -> list[tuple[float, int]]:
+    """(printk time, state) of every 'random: crng_init N' in the kernel log."""
+    return [(t, int(text.split()[-1])) for t, text in record.kmsg()
+            if text.startswith("random: crng_init ")]
+
+
+def first_time_at_least(record: BootRecord, level: int) -> float | None:
+    return next((t for t, s in states_printed(record) if s >= level), None)
+
+
+def at_least(level: int):
+    def is_at_least(text: str) -> bool:
+        return text.startswith("random: crng_init ") and int(text.split()[-1]) >= level
+    return is_at_least
+
+
+def debugfs(record: BootRecord, task: str = "crngstate") -> CrngState:
+    return parse_crng_state(record.task(task).lines)
+
+
+def trace(record: BootRecord) -> list[TraceEvent]:
+    task = record.task(TRACE_TASK)
+    assert task.rc == 0, f"the trace task failed: {task.lines[-5:]}"
+    events = trace_of(task.sections())
+    assert events, f"the kprobe trace is empty ({record.data_log})"
+    return events
+
+
+# ---- State order -------------------------------------------------------------
+
+def assert_states_in_order(record: BootRecord, interrupt_only: bool) -> list[int]:
+    """States print strictly increasing, each once, ending at 3; where only
+    interrupts feed the crng, 1 and 2 both print (no state skipped)."""
+    seen = [s for _, s in states_printed(record)]
+    assert seen, f"no 'random: crng_init N' at all in the kernel log ({record.data_log})"
+    assert seen == sorted(set(seen)), f"states printed as {seen}"
+    assert seen[-1] == RESEEDED_STATE, f"states printed {seen}: never reached 3 in this boot"
+    if interrupt_only:
+        assert seen == [1, 2, 3], f"interrupts alone feed this crng, yet states were {seen}"
+    return seen
+
+
+# ---- Who blocks ----------------------------------------------------------------
+
+def assert_nonblock_fails_below_2(record: BootRecord) -> None:
+    """GRND_NONBLOCK got EAGAIN at least once, and every EAGAIN came before state 2."""
+    from .ordering import assert_nonblock_eagain_until_ready
+    first_call = record.probe_event("nonblock_first")
+    assert first_call, f"the probe made no GRND_NONBLOCK call ({record.data_log})"
+    assert first_call["errno"] == "EAGAIN", (
+        f"the first GRND_NONBLOCK call at {first_call['t']} s already succeeded: the probe "
+        "never saw the crng below state 2")
+    assert_nonblock_eagain_until_ready(
+        record, ready_position(record, at_least(READY_STATE), "crng_init >= 2"), "crng_init 2")
+
+
+def assert_blocking_returns_at_2(record: BootRecord) -> float:
+    """A blocking getrandom() that started below 2 returned at 2, well before 3."""
+    two = first_time_at_least(record, READY_STATE)
+    three = first_time_at_least(record, RESEEDED_STATE)
+    assert two is not None, f"state 2 never came ({record.data_log})"
+    assert three is not None, f"state 3 never came: cannot tell 2 from 3 ({record.data_log})"
+    assert three - two > STATE_GAP_S, (
+        f"states 2 ({two} s) and 3 ({three} s) came together: this boot cannot tell them apart")
+    returned = blocking_return_time(
+        record, ready_position(record, at_least(READY_STATE), "crng_init 2"), "crng_init 2",
+        must_start_before=True)
+    assert returned < three - STATE_GAP_S, (
+        f"blocking getrandom() returned at {returned} s, with state 3 ({three} s), not at 2 "
+        f"({two} s)")
+    return returned
+
+
+# ---- What the kernel did, from the trace ----------------------------------------
+
+def fast_loads(events: list[TraceEvent]) -> list[Spill]:
+    return [s for s in spills(events) if s.fast_loaded]
+
+
+def assert_fast_loads(record: BootRecord) -> list[Spill]:
+    """Every traced fast load had a cause the RFC allows (>= 64 interrupts, the
+    1 s flush, or the CPU's first interrupt), credited nothing, and happened only
+    below state 2; the one that made the crng ready was seen."""
+    events = trace(record)
+    loads = fast_loads(events)
+    assert loads, ("no fast load in the trace: the step to state 2 was not observed "
+                   f"({record.data_log})")
+    for load in loads:
+        cause = load.cause(FAST_LOAD_INTERRUPTS)
+        assert cause != "early", (
+            f"fast load on CPU {load.cpu} at {load.t} s after {load.count} interrupts, "
+            f"{load.since_prev_s:.3f} s after that CPU's previous spill: below "
+            f"{FAST_LOAD_INTERRUPTS} interrupts and before the 1 s flush")
+        assert not load.credits, (
+            f"fast load at {load.t} s also credited the input pool {load.credits} bits")
+    steps = [s for _, s in states_printed(record) if s < RESEEDED_STATE]
+    assert len(loads) <= len(steps), (
+        f"{len(loads)} fast loads in the trace but only states {steps} printed: a fast load "
+        "that moved no state")
+    ready = first(events, "reseed", full=1)
+    assert ready is None or loads[-1].t < ready.t, (
+        f"fast load at {loads[-1].t} s after the reseed to 3 at {ready.t} s")
+    return loads
+
+
+def assert_reseed_after_128_bits(record: BootRecord) -> TraceEvent:
+    """State 3 came from a reseed after >= 128 bits were credited, and nothing
+    reseeded the crng before it (no timer, ioctl, vmfork or resume path)."""
+    events = trace(record)
+    full = first(events, "reseed", full=1)
+    assert full is not None, f"no reseed to state 3 in the trace ({record.data_log})"
+    early = [e for e in events if e.event == "reseed" and e.t < full.t]
+    assert not early, f"reseeds before state 3: {[(e.t, e.args) for e in early]}"
+    bits = credited_bits(events, before=full.t)
+    assert bits >= RESEED_BITS, (
+        f"reseeded to state 3 at {full.t} s after {bits} credited bits (< {RESEED_BITS})")
+    return full
+
+
+def assert_no_jitter(record: BootRecord) -> None:
+    """The jitter entropy generator never ran (the RFC has none), though the probe
+    made a blocking getrandom() call."""
+    assert record.probe_event("blocking"), f"no blocking getrandom() call ({record.data_log})"
+    jitter = [e.t for e in trace(record) if e.event == "jitter"]
+    assert not jitter, f"the jitter entropy generator ran at {jitter[:5]} s"
+
+
+def assert_debugfs_causes_match_trace(record: BootRecord) -> None:
+    """The series' own record of each traced fast load's trigger is the cause the
+    trace shows (its bookkeeping is secondary; the trace is the evidence)."""
+    loads = assert_fast_loads(record)
+    recorded = [t for t in debugfs(record).transitions() if t.cause == "fastload"]
+    # Fast loads before the trace started come first in debugfs: pair from the end.
+    assert len(recorded) >= len(loads), f"debugfs records {recorded}; the trace {loads}"
+    for load, noted in zip(loads, recorded[len(recorded) - len(loads):]):
+        seen = load.cause(FAST_LOAD_INTERRUPTS)
+        allowed = ("first", "flush") if seen == FIRST_OR_FLUSH else (seen,)
+        assert noted.cpu == load.cpu and noted.trigger in allowed, (
+            f"debugfs says CPU {noted.cpu} trigger={noted.trigger} for the fast load the "
+            f"trace shows on CPU {load.cpu} at {load.t} s: {seen} ({load.count} interrupts, "
+            f"{load.since_prev_s} s since that CPU's previous spill)")
+
+
+def interrupts_to_ready(record: BootRecord) -> tuple[int, int]:
+    """(interrupts, CPUs) whose samples made the crng ready: the fast loads' counts,
+    those before the trace started from the series' debugfs transitions."""
+    state = debugfs(record)
+    loads = [t for t in state.transitions() if t.cause == "fastload"]
+    return sum(t.irqs for t in loads), len({t.cpu for t in loads})

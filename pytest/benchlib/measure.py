@@ -1,0 +1,86 @@
+"""What the report measures in one boot, each figure on one named clock.
+
+printk: guest seconds since boot, from the kernel log (the RNG's messages and the
+probe's /dev/kmsg markers); trace: the kprobe trace, on printk's clock
+(trace_clock=global); boottime: the probe's CLOCK_BOOTTIME; host: seconds since
+the domain was created.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from .record import BootRecord
+from .trace import TRACE_TASK, TraceEvent, TraceIncomplete, trace_of
+
+
+@dataclass(frozen=True)
+class IrqsToReady:
+    interrupts: int     # sampled interrupts (add_interrupt_randomness) before ready
+    cpus: int           # on how many CPUs they came
+
+
+def ready_printk(record: BootRecord) -> Optional[float]:
+    """printk time the variant became ready: its ready milestone, or the first
+    later one that stands for it when a state was skipped."""
+    times = [t for t in (record.milestone(m) for m in record.spec().ready_milestones)
+             if t is not None]
+    return min(times, default=None)
+
+
+def final_printk(record: BootRecord) -> Optional[float]:
+    return record.milestone(record.spec().final)
+
+
+def until_outcome(record: BootRecord) -> Optional[str]:
+    """'reached' or 'cap' from the guest's `until` task, None if it did not run."""
+    task = record.tasks.get("until")
+    line = next((l for l in task.lines if l.startswith("until: ")), "") if task else ""
+    return line.split()[1] if line else None
+
+
+def trace_events(record: BootRecord) -> Optional[list[TraceEvent]]:
+    task = record.tasks.get(TRACE_TASK)
+    if task is None or task.rc != 0:
+        return None
+    try:
+        return trace_of(task.sections())
+    except TraceIncomplete:
+        return None
+
+
+def irqs_to_ready(record: BootRecord) -> Optional[IrqsToReady]:
+    """Interrupts the RNG sampled before its ready milestone, from the trace
+    (armed at fs_initcall: interrupts before it are not counted)."""
+    events, ready = trace_events(record), ready_printk(record)
+    if events is None or ready is None:
+        return None
+    before = [e for e in events if e.event == "air" and e.t < ready]
+    return IrqsToReady(len(before), len({e.cpu for e in before}))
+
+
+def credit_rate(record: BootRecord) -> Optional[float]:
+    """Bits credited to the input pool per second over the traced boot."""
+    events = trace_events(record)
+    if not events:
+        return None
+    bits = sum(e.int("bits") for e in events if e.event == "cred")
+    span = events[-1].t - events[0].t
+    return bits / span if span > 0 else None
+
+
+def blocking_wait(record: BootRecord) -> Optional[float]:
+    """How long the probe's blocking getrandom() blocked (boottime seconds)."""
+    event = record.probe_event("blocking")
+    if not event or event.get("ret") != "32":
+        return None
+    return float(event["t_end"]) - float(event["t_start"])
+
+
+def first_nonblock_ok_printk(record: BootRecord) -> Optional[float]:
+    """printk time of the probe's first successful GRND_NONBLOCK (its kmsg marker)."""
+    return next((t for t, text in record.kmsg() if text.startswith("bench: nonblock ok")), None)
+
+
+def failed_tasks(record: BootRecord) -> list[str]:
+    return [f"{name} rc={task.rc}" for name, task in record.tasks.items() if task.rc != 0]

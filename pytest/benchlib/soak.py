@@ -1,0 +1,82 @@
+"""Soak: boot every TCG profile with the stock and crng variants many times and
+report the flake rate, i.e. boots that failed for any reason but the kernel.
+
+  python3 -m benchlib.soak [--boots N] [--variant V ...] [--profile P ...]
+
+A boot fails "by the kernel" when the console showed a death string (panic, BUG,
+Oops); any other failure (a stage that never came, a console that closed, a
+kernel log dump with a gap, a task that failed) is the bench's, a flake. The
+target is 0. Exits 1 when any flake was seen.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+from collections import Counter
+
+from .cli import run_main
+from . import measure, paths
+from .console import DEATH_STRINGS
+from .errors import BenchError, BootFailed
+from .guest import BootRequest, boot, install_signal_handlers
+from .kernels import variant_kernel
+from .libvirtconn import connect
+from .profiles import get_profile, profiles_with
+
+DEFAULT_BOOTS = 20
+DEFAULT_VARIANTS = ["stock", "crng"]
+KERNEL_FAULTS = tuple(s.split("[")[0].split("(?m)^")[-1] for s in DEATH_STRINGS[:-1])
+
+
+def by_kernel(error: BenchError) -> bool:
+    return isinstance(error, BootFailed) and any(f in str(error) for f in KERNEL_FAULTS)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="soak", description=__doc__.splitlines()[0])
+    parser.add_argument("--boots", type=int, default=DEFAULT_BOOTS)
+    parser.add_argument("--variant", action="append", default=[])
+    parser.add_argument("--profile", action="append", default=[])
+    parser.add_argument("--libvirt-uri", default="qemu:///system")
+    args = parser.parse_args(argv)
+    profiles = args.profile or profiles_with(hyperv=False)
+    variants = args.variant or DEFAULT_VARIANTS
+    outdir = paths.RESULTS_DIR / f"soak-{time.strftime('%Y%m%d-%H%M%S')}"
+    conn = connect(args.libvirt_uri)
+    install_signal_handlers()
+    outcomes: Counter[tuple[str, str, str]] = Counter()
+    flakes: list[str] = []
+    total = len(profiles) * len(variants) * args.boots
+    n = 0
+    for profile in profiles:
+        for variant in variants:
+            for _ in range(args.boots):
+                n += 1
+                request = BootRequest(profile=get_profile(profile), variant=variant,
+                                      kernel=variant_kernel(variant), initrd=paths.initramfs(),
+                                      outdir=outdir, accel="tcg", tasks=["probe"],
+                                      params={"probe": "bi"})
+                try:
+                    record = boot(conn, request)
+                    failed = measure.failed_tasks(record)
+                    outcome = f"task failed: {', '.join(failed)}" if failed else "ok"
+                except BenchError as exc:
+                    outcome = "kernel" if by_kernel(exc) else f"flake: {exc}"
+                if outcome.startswith(("flake", "task failed")):
+                    flakes.append(f"{profile} × {variant}: {outcome}")
+                outcomes[(profile, variant, outcome.split(":")[0])] += 1
+                print(f"==> [soak] {n}/{total} {profile} × {variant}: {outcome}", flush=True)
+    conn.close()
+    lines = [f"soak: {total} boots, {len(flakes)} flakes "
+             f"({len(flakes) / total:.1%}); boots in {outdir}"]
+    lines += [f"  {p} × {v}: {o} {c}" for (p, v, o), c in sorted(outcomes.items())]
+    lines += [f"  flake: {f}" for f in flakes]
+    text = "\n".join(lines)
+    outdir.mkdir(parents=True, exist_ok=True)
+    (outdir / "soak.txt").write_text(text + "\n")
+    print(text)
+    return 1 if flakes else 0
+
+
+if __name__ == "__main__":
+    run_main("soak", main)

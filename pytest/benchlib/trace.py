@@ -1,0 +1,59 @@
+"""The guest's kprobe trace buffer (/sys/kernel/tracing/trace), parsed.
+
+Trace sets (fixtures/trace-*) put kprobe events in the trace buffer: each event
+keeps the CPU it ran on and its time stamp, so what the RNG did is read from its
+code paths as they ran, never from counters the code under test keeps about itself.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+TRACE_TASK = "trace"
+EVENT_LINE = re.compile(r"^\s*(?P<comm>.*)-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s+\S+\s+"
+                        r"(?P<ts>\d+\.\d+):\s+(?P<event>\w+):\s+\((?P<where>[^)]*)\)(?P<args>.*)$")
+ENTRIES = re.compile(r"entries-in-buffer/entries-written:\s+(\d+)/(\d+)")
+
+
+class TraceIncomplete(ValueError):
+    """The trace is missing, or the buffer overwrote events before the dump."""
+
+
+@dataclass(frozen=True)
+class TraceEvent:
+    cpu: int
+    t: float                 # trace clock seconds ("local": sched_clock, as printk)
+    event: str
+    args: dict[str, str]
+
+    def int(self, key: str) -> int:
+        return int(self.args[key], 0)
+
+
+def parse_trace(lines: list[str]) -> list[TraceEvent]:
+    """Events in time order; TraceIncomplete if the buffer lost any."""
+    events = []
+    written = None
+    for line in lines:
+        entries = ENTRIES.search(line)
+        if entries:
+            written = (int(entries.group(1)), int(entries.group(2)))
+            continue
+        match = EVENT_LINE.match(line)
+        if not match:
+            continue
+        args = dict(word.split("=", 1) for word in match.group("args").split() if "=" in word)
+        events.append(TraceEvent(int(match.group("cpu")), float(match.group("ts")),
+                                 match.group("event"), args))
+    if written is None:
+        raise TraceIncomplete("no trace header (entries-in-buffer/entries-written)")
+    if written[0] != written[1]:
+        raise TraceIncomplete(f"the trace buffer kept {written[0]} of {written[1]} events: "
+                              "events were overwritten")
+    return sorted(events, key=lambda e: e.t)
+
+
+def trace_of(sections: dict[str, list[str]]) -> list[TraceEvent]:
+    if "trace" not in sections:
+        raise TraceIncomplete("the trace task printed no trace section")
+    return parse_trace(sections["trace"])
