@@ -153,7 +153,7 @@ def test_crng_no_reseed_at_2_and_fast_load_key_survives(boot_guest, bench_varian
     variant = bench_variant(VARIANT)
     record = crng_run(boot_guest, QUIET[0], variant, tasks=("probe", "reseed", "crngstate"),
                       noise=200, noise_gap="0.01")
-    sections = record.task("reseed").sections()
+    sections = record.finished_task("reseed").sections()
     before, after = parse_crng_state(sections["before"]), parse_crng_state(sections["after"])
     assert before.int("crng_init") == crngcheck.READY_STATE, (
         f"the reseed request came at state {before.int('crng_init')}, not 2: nothing tested")
@@ -174,7 +174,7 @@ def test_crng_reseed_at_3_mixes_into_the_key(crng_boot) -> None:
     mixed into, never replaced; RNDRESEEDCRNG reseeds if possible, i.e. only when
     the input pool holds 128 credited bits, and answers ENODATA otherwise."""
     record = crng_boot(QUIET[0])
-    sections = record.task("reseed").sections()
+    sections = record.finished_task("reseed").sections()
     before, after = parse_crng_state(sections["before"]), parse_crng_state(sections["after"])
     assert before.int("crng_init") == crngcheck.RESEEDED_STATE, before.fields
     assert before.int("fastload_generation") > 0, "no fast load recorded"
@@ -205,7 +205,7 @@ def test_crng_per_node_instances(boot_guest, bench_variant, profile: str) -> Non
     record = boot_guest(profile, tasks=["noderead"], variant=bench_variant(VARIANT))
     answers = [(p["ret"], p["errno"]) for p in record.probe_events("reseed")]
     assert answers == [("0", "0")] * 2, f"the forced reseeds answered {answers}: nothing stale"
-    sections = record.task("noderead").sections()
+    sections = record.finished_task("noderead").sections()
     advanced = {}
     for cpu in (0, 1):
         before = parse_crng_state(sections[f"before cpu{cpu}"]).numbered("node", "_reads")

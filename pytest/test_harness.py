@@ -172,3 +172,10 @@ def test_harness_report_cell_verdicts(tmp_path: Path, change: dict, verdict: str
 def test_harness_report_boot_failure_is_a_verdict(tmp_path: Path) -> None:
     cell = Cell("tcg-quiet", "stock", failures=["guest x: no stage 'init' within 120 s"])
     assert cell.verdict().startswith("boot failed: 1/1")
+
+
+def test_harness_a_failed_task_is_no_evidence(tmp_path: Path) -> None:
+    record = fake_record(tmp_path, probe_rc=1)
+    with pytest.raises(AssertionError, match="task 'probe' of bench-x ended with rc=1"):
+        record.finished_task("probe")
+    assert record.finished_task("kmsg").rc == 0

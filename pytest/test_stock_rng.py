@@ -79,7 +79,7 @@ def test_stock_virtio_rng_makes_crng_ready_earlier(boot_guest, request, stock_ke
     quiet, _ = ready_times(boot_guest, QUIET, boots, stock_kernel)
     virtio, records = ready_times(boot_guest, VIRTIO, boots, stock_kernel)
     for record in records:
-        current = record.task("hwrng").lines[0].strip()
+        current = record.finished_task("hwrng").lines[0].strip()
         assert current.startswith("virtio_rng"), f"{record.name}: current hwrng is '{current}'"
     assert statistics.median(virtio) < statistics.median(quiet), (
         f"ready at median {statistics.median(virtio):.3f} s with virtio-rng, "

@@ -134,6 +134,14 @@ class BootRecord:
             raise KeyError(f"task '{name}' printed nothing in {self.data_log}")
         return self.tasks[name]
 
+    def finished_task(self, name: str) -> TaskOutput:
+        """A task's output, asserting that it ran to the end with exit status 0:
+        what a failed task printed is no evidence of anything."""
+        task = self.task(name)
+        assert task.rc == 0, (f"task '{name}' of {self.name} ended with rc={task.rc}: "
+                              + " | ".join(task.lines[-5:]) + f" ({self.data_log})")
+        return task
+
     def summary(self) -> dict[str, object]:
         ok = self.probe_event("nonblock_ok")
         return {
