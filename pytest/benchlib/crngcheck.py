@@ -87,6 +87,10 @@ def assert_blocking_returns_at_2(record: BootRecord) -> float:
     assert three is not None, f"state 3 never came: cannot tell 2 from 3 ({record.data_log})"
     assert three - two > STATE_GAP_S, (
         f"states 2 ({two} s) and 3 ({three} s) came together: this boot cannot tell them apart")
+    killed = record.probe_event("blocking_timeout")
+    assert not killed, (
+        f"blocking getrandom() was still blocked at the probe's limit ({killed and killed['t']} s): "
+        f"it returned neither at 2 ({two} s) nor before the limit; not at 2")
     returned = blocking_return_time(
         record, ready_position(record, at_least(READY_STATE), "crng_init 2"), "crng_init 2",
         must_start_before=True)
