@@ -8,7 +8,7 @@ controls.
 from __future__ import annotations
 
 from .crngstate import CrngState, parse_crng_state
-from .ordering import blocking_return_time, ready_position
+from .ordering import assert_nonblock_eagain_until_ready, blocking_return_time, ready_position
 from .record import BootRecord
 from .spills import FIRST_OR_FLUSH, Spill, credited_bits, first, spills
 from .trace import TRACE_TASK, TraceEvent, trace_of
@@ -69,7 +69,6 @@ def assert_states_in_order(record: BootRecord, interrupt_only: bool) -> list[int
 
 def assert_nonblock_fails_below_2(record: BootRecord) -> None:
     """GRND_NONBLOCK got EAGAIN at least once, and every EAGAIN came before state 2."""
-    from .ordering import assert_nonblock_eagain_until_ready
     first_call = record.probe_event("nonblock_first")
     assert first_call, f"the probe made no GRND_NONBLOCK call ({record.data_log})"
     assert first_call["errno"] == "EAGAIN", (
