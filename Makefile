@@ -11,7 +11,7 @@ VARIANTS := $(notdir $(patsubst %/series,%,$(wildcard kernel/patches/*/series)))
 RUN_ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: all setup build kernels fixtures qemu run test soak check-patches clean
+.PHONY: all setup build kernels fixtures qemu tools run test soak debug-test check-patches clean
 
 all: build
 
@@ -28,7 +28,11 @@ fixtures: setup
 qemu: setup
 	@qemu/build.sh
 
-build: kernels fixtures qemu
+# Host tools: the SP800-90B min-entropy assessor (tools/ea/README.md).
+tools:
+	@$(MAKE) -s -C tools/ea
+
+build: kernels fixtures qemu tools
 
 run: build
 	cd pytest && $(PYTHON) -m benchlib.run --no-build $(RUN_ARGS)
@@ -42,6 +46,15 @@ test: build
 SOAK_ARGS ?=
 soak: build
 	cd pytest && $(PYTHON) -m benchlib.soak $(SOAK_ARGS)
+
+# Debug kernels (kernel/configs/flavours/debug.config: lockdep, KASAN, ...) of every
+# variant but the test-only ones, and the test that boots them with CPU hotplug
+# under parallel getrandom() readers. Not part of `make test`: each KASAN kernel is
+# a full build (see README for the time).
+DEBUG_VARIANTS := $(filter-out test-%,$(VARIANTS))
+debug-test: build
+	@for v in $(DEBUG_VARIANTS); do kernel/build.sh $$v+debug || exit 1; done
+	$(PYTHON) -m pytest -c tox.ini --rootdir=. --debug-kernels -k debug_kernel $(PYTEST_ARGS)
 
 check-patches:
 	@scripts/check-patches.sh

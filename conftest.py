@@ -8,6 +8,8 @@ command-line options:
   --boots N           boots per profile where a test compares distributions (default 3)
   --accel MODE        auto (probe boot decides), kvm or tcg (default auto)
   --libvirt-uri URI   default qemu:///system
+  --budget FILE       turn each time-to-ready budget into a test (test_ready_within_budget)
+  --debug-kernels     also run the debug-kernel tests (VARIANT+debug builds: make debug-test)
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).parent / "pytest"))
 
 import libvirt  # noqa: E402
 
-from benchlib import paths  # noqa: E402
+from benchlib import budgets, paths  # noqa: E402
 from benchlib.accel import resolve_accel  # noqa: E402
 from benchlib.errors import NeedsKvm, UnknownProfile  # noqa: E402
 from benchlib.errors import BenchError  # noqa: E402
@@ -48,6 +50,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--libvirt-uri", default="qemu:///system", help="libvirt connection URI")
     group.addoption("--reap", action="store_true",
                     help="destroy bench-* domains left running by a killed run")
+    group.addoption("--budget", type=Path, default=None,
+                    help="time-to-ready budget file: one test per profile x variant "
+                         "(e.g. vm-definitions/budgets.toml)")
+    group.addoption("--debug-kernels", action="store_true",
+                    help="run the debug-kernel tests (lockdep/KASAN builds of every "
+                         "variant, built by 'make debug-test')")
 
 
 @pytest.fixture(scope="session")
@@ -158,8 +166,18 @@ def boot_guest(libvirt_conn: libvirt.virConnect, initrd: Path, accel: str,
 PROFILE_PARAMS = ("profile", "profile_name")
 
 
+DEBUG_KERNELS_SKIP = ("debug kernels are opt-in: 'make debug-test' builds VARIANT+debug "
+                      "(a full KASAN build each) and runs these tests with --debug-kernels")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """--profile P restricts every profile-parametrized test to the profiles named."""
+    """Opt-in tests are skipped, naming how to run them, before any fixture (or boot)
+    is set up for them; --profile P restricts every profile-parametrized test to the
+    profiles named."""
+    if not config.getoption("--debug-kernels"):
+        for item in items:
+            if item.get_closest_marker("debugkernel"):
+                item.add_marker(pytest.mark.skip(reason=DEBUG_KERNELS_SKIP))
     chosen = config.getoption("--profile")
     if not chosen:
         return
@@ -179,6 +197,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = keep
 
 
+def budget_cases(config: pytest.Config) -> list:
+    """(profile, variant, seconds) per budget and kernel under test: the bench's
+    variants, or with --kernel the user's only; --profile restricts the profiles."""
+    path: Optional[Path] = config.getoption("--budget")
+    if path is None:
+        return [pytest.param(None, marks=pytest.mark.skip(
+            reason="no --budget FILE given (e.g. --budget vm-definitions/budgets.toml)"))]
+    try:
+        found = budgets.load(path)
+    except BenchError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    kernels = [CUSTOM] if config.getoption("--kernel") else known_variants()
+    chosen = config.getoption("--profile")
+    return [pytest.param((profile, variant, seconds), id=f"{profile}-{variant}")
+            for profile, seconds in found.items() if not chosen or profile in chosen
+            for variant in kernels]
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Tests taking `profile_name` run once per profile (or per --profile given);
     tests taking `variant` once per bench variant, or with --kernel once, on the
@@ -186,6 +222,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "profile_name" in metafunc.fixturenames:
         chosen = metafunc.config.getoption("--profile") or list(all_profiles())
         metafunc.parametrize("profile_name", chosen)
+    if "budget_case" in metafunc.fixturenames:
+        metafunc.parametrize("budget_case", budget_cases(metafunc.config))
     if "variant" in metafunc.fixturenames:
         user_kernel = metafunc.config.getoption("--kernel")
         metafunc.parametrize("variant", [CUSTOM] if user_kernel else known_variants())

@@ -2,7 +2,12 @@
 # Build one kernel variant: Debian's linux-source-6.1 + patches/<variant>/series,
 # configured as `make tinyconfig` + configs/base.config (+ configs/<variant>.config).
 #
-#   kernel/build.sh VARIANT        -> $BUILD_DIR/kernel/VARIANT/bzImage
+#   kernel/build.sh VARIANT                 -> $BUILD_DIR/kernel/VARIANT/bzImage
+#   kernel/build.sh VARIANT+FLAVOUR[+...]   -> $BUILD_DIR/kernel/VARIANT+FLAVOUR/bzImage
+#   kernel/build.sh --fingerprint TARGET    print the inputs' fingerprint, build nothing
+#
+# A flavour is a config fragment that can be added to any variant, last:
+# configs/flavours/FLAVOUR.config (e.g. `crng+debug`: lockdep, KASAN, ...).
 #
 # A variant may name a parent variant in patches/<variant>/parent (one name, e.g.
 # `crng`; test-only variants do): the parent's series is applied first (and its
@@ -30,12 +35,21 @@ jobs=${JOBS:-$(nproc)}
 max_depth=8
 
 die() { echo "kernel/build.sh: $*" >&2; exit 1; }
-step() { echo "==> [$variant] $*" >&2; }
+step() { echo "==> [$target] $*" >&2; }
 # First name in a file, ignoring comments and blank lines.
 first_name() { sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$1" | head -n 1 | tr -d '[:space:]'; }
 
-[ $# -eq 1 ] || die "usage: kernel/build.sh VARIANT"
-variant=$1
+print_fingerprint=no
+if [ "${1:-}" = "--fingerprint" ]; then print_fingerprint=yes; shift; fi
+[ $# -eq 1 ] || die "usage: kernel/build.sh [--fingerprint] VARIANT[+FLAVOUR...]"
+target=$1
+variant=${target%%+*}
+flavours=()
+if [ "$target" != "$variant" ]; then IFS=+ read -ra flavours <<<"${target#*+}"; fi
+for f in "${flavours[@]}"; do
+	[ -n "$f" ] && [ -f "$here/configs/flavours/$f.config" ] \
+		|| die "unknown flavour '$f' in '$target' (known: $(cd "$here/configs/flavours" && ls *.config | sed 's/\.config$//' | tr '\n' ' '))"
+done
 [ -f "$here/patches/$variant/series" ] \
 	|| die "unknown variant '$variant': no $here/patches/$variant/series (known: $(ls "$here/patches" | tr '\n' ' '))"
 [ -f "$tarball" ] || die "kernel source '$tarball' is missing: run 'make setup' (apt-get install linux-source-6.1)"
@@ -72,6 +86,7 @@ fragments=("$here/configs/base.config")
 for v in "${chain[@]}"; do
 	if [ -f "$here/configs/$v.config" ]; then fragments+=("$here/configs/$v.config"); fi
 done
+for f in "${flavours[@]}"; do fragments+=("$here/configs/flavours/$f.config"); done
 
 # The inputs' fingerprint decides whether anything needs doing.
 fingerprint=$( {
@@ -84,6 +99,7 @@ fingerprint=$( {
 	for p in "${patches[@]}"; do cat "$p"; done
 	for f in "${fragments[@]}"; do echo "fragment ${f##*/}"; cat "$f"; done
 } | sha256sum | cut -d' ' -f1)
+if [ "$print_fingerprint" = yes ]; then echo "$fingerprint"; exit 0; fi
 
 # One build at a time per build directory: variants share the pristine tree and
 # the cache, and two runs must not both prepare the same variant.
@@ -94,7 +110,7 @@ if ! flock -n 9; then
 	flock 9
 fi
 
-out=$build_dir/kernel/$variant
+out=$build_dir/kernel/$target
 if [ -f "$out/bzImage" ] && [ "$(cat "$out/fingerprint" 2>/dev/null)" = "$fingerprint" ]; then
 	step "up to date ($out/bzImage)"
 	exit 0

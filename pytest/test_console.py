@@ -26,8 +26,32 @@ def replay(tmp_path: Path, text: str, then_sleep_s: float = 0) -> ConsoleSession
     return ConsoleSession(["sh", "-c", command], "bench-replay", str(tmp_path / "console.log"))
 
 
+def replay_chunks(tmp_path: Path, chunks: list[str], gap_s: float = 0.3,
+                  then_sleep_s: float = 0) -> ConsoleSession:
+    """Replay text in pieces, as a UART delivers it: a line may end in a later read."""
+    parts = []
+    for i, chunk in enumerate(chunks):
+        part = tmp_path / f"chunk{i}"
+        part.write_text(chunk)
+        parts.append(f"cat {shlex.quote(str(part))}; sleep {gap_s}")
+    command = "; ".join([*parts, f"sleep {then_sleep_s}"])
+    return ConsoleSession(["sh", "-c", command], "bench-replay", str(tmp_path / "console.log"))
+
+
+def follow(session: ConsoleSession, tasks: list[str]) -> list[str]:
+    try:
+        session.follow(stages(tasks))
+    finally:
+        session.close()
+    return list(session.reached)
+
+
+ALL_STAGES = ["kernel", "init", "task:probe", "task:kmsg", "done", "poweroff"]
+
+
 def stages(tasks: list[str]) -> list[Stage]:
-    return [Stage(s.name, s.pattern, QUICK_S) for s in boot_stages(tasks, QUICK_S)][1:]
+    return [Stage(s.name, s.pattern, QUICK_S, s.kernel_line)
+            for s in boot_stages(tasks, QUICK_S)][1:]
 
 
 def transcript(*lines: str) -> str:
@@ -87,3 +111,50 @@ def test_console_whole_boot_deadline(tmp_path: Path) -> None:
     finally:
         session.close()
     assert time.monotonic() - start < 3
+
+
+def test_console_marker_split_by_a_kernel_line(tmp_path: Path) -> None:
+    """A printk in the middle of a marker (the kernel does not wait for the end of
+    the init's line) must not cost the stage."""
+    text = ("[    0.000000] Linux version 6.1.192 (gcc)\r\n"
+            "@@BENCH stage=init uptime=1.2\r\n"
+            "@@BENCH sta[    1.300000] random: crng_init 2\r\nge=task name=probe uptime=1.3\r\n"
+            "@@BENCH stage=task name=k[    2.000000] random: crng_init 3\r\nmsg uptime=2.5\r\n"
+            "@@BENCH stage=done uptime=2.6\r\n")
+    assert follow(replay(tmp_path, text), ["probe", "kmsg"]) == ALL_STAGES
+
+
+def test_console_marker_and_kernel_line_split_across_reads(tmp_path: Path) -> None:
+    """The kernel line inside a marker arrives in pieces, in separate reads."""
+    chunks = ["[    0.000000] Linux ver", "sion 6.1.192 (gcc)\r\n@@BENCH stage=in",
+              "it uptime=1.2\r\n@@BENCH stage=task n[    1.3", "00000] random: crng_",
+              "init 2\r\name=probe uptime=1.3\r\n@@BENCH stage=task name=kmsg uptime=2.5\r\n",
+              "@@BENCH stage=done uptime=2.6\r\n"]
+    assert follow(replay_chunks(tmp_path, chunks), ["probe", "kmsg"]) == ALL_STAGES
+
+
+def test_console_marker_inside_a_kernel_line_is_not_a_stage(tmp_path: Path) -> None:
+    """Only the init's own lines are markers: a kernel message quoting one is not."""
+    text = transcript("[    0.000000] Linux version 6.1.192 (gcc)",
+                      "@@BENCH stage=init uptime=1.2",
+                      "[    1.500000] audit: comm=\"@@BENCH stage=task name=probe\"")
+    session = replay(tmp_path, text, then_sleep_s=60)
+    try:
+        with pytest.raises(BootFailed, match=r"no stage 'task:probe' within 5 s.*last stage "
+                                             r"reached: init"):
+            session.follow(stages(["probe"]))
+    finally:
+        session.close()
+
+
+def test_console_death_string_in_pieces_is_whole(tmp_path: Path) -> None:
+    """A death string that arrives in two reads is reported with its whole line."""
+    chunks = ["[    0.000000] Linux version 6.1.192 (gcc)\r\n@@BENCH stage=init uptime=1.2\r\n"
+              "[    1.500000] BUG: kernel NULL pointer", " dereference, address: 0000000000000008\r\n"]
+    session = replay_chunks(tmp_path, chunks, then_sleep_s=60)
+    try:
+        with pytest.raises(BootFailed, match=r"'BUG: kernel NULL pointer dereference, address: "
+                                             r"0000000000000008' before stage 'task:probe'"):
+            session.follow(stages(["probe"]))
+    finally:
+        session.close()

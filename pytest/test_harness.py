@@ -12,6 +12,7 @@ from benchlib.credit import check_credit_rule, expected_credit, parse_hist, stoc
 from benchlib.profiles import PLACEHOLDERS, all_profiles
 from benchlib.record import (BootRecord, KmsgIncomplete, TaskOutput, parse_console, parse_data,
                              parse_kmsg)
+from benchlib import throughput
 from benchlib.report import Cell, not_ok, table
 from benchlib.spills import spills
 from benchlib.trace import TraceIncomplete, parse_trace
@@ -179,3 +180,30 @@ def test_harness_a_failed_task_is_no_evidence(tmp_path: Path) -> None:
     with pytest.raises(AssertionError, match="task 'probe' of bench-x ended with rc=1"):
         record.finished_task("probe")
     assert record.finished_task("kmsg").rc == 0
+
+
+def throughput_records(variant: str, mb_s: list[float]) -> list[BootRecord]:
+    """One boot per figure, each with one 1-thread 4 KiB grbench case."""
+    records = []
+    for i, rate in enumerate(mb_s):
+        record = BootRecord(name=f"bench-{variant}-{i}", profile=throughput.PROFILE,
+                            variant=variant, kernel="k", accel="tcg", cmdline="",
+                            console_log=Path("c"), data_log=Path("d"))
+        record.probe = [{"event": "throughput", "threads": "1", "size": "4096",
+                         "bytes": str(int(rate * 1e6)), "seconds": "1.0"}]
+        records.append(record)
+    return records
+
+
+@pytest.mark.parametrize("crng_mb_s, within", [
+    ([95, 91, 99], True),      # median 95 of 100: inside the 10 % budget
+    ([85, 95, 80], False),     # median 85: over it, though one boot was fine
+    ([85, 80], None),          # two boots: not judged at all
+])
+def test_harness_throughput_budget_is_judged_on_medians(crng_mb_s: list[float],
+                                                        within: object) -> None:
+    rows = throughput.compare({"stock": throughput_records("stock", [100, 90, 110]),
+                               "crng": throughput_records("crng", crng_mb_s)})
+    crng = next(r for r in rows if r["variant"] == "crng")
+    assert crng["within_budget"] is within, crng
+    assert ("over the 10% budget" in throughput.table(rows)) == (within is False)

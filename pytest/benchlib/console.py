@@ -3,6 +3,14 @@
 The console is read through `virsh console` (attached by `virsh create --console`)
 under pexpect. Above that transport sits a small state machine: every stage has a
 pattern and a deadline; "death strings" (a panic, an oops) end the wait at once.
+
+The kernel writes its log to the same UART as the init's stage markers, and it
+does not wait for the end of a line: a printk can land in the middle of a marker
+("@@BENCH sta[    1.234567] random: ...\r\nge=init"). So the stream is read in
+two views. Death strings are matched on the raw text, where the kernel's lines
+are. Stage markers are matched on the text with every kernel line cut out
+(a time-stamped line, "[    1.234567] ...", up to its newline), which puts a split
+marker back together.
 """
 from __future__ import annotations
 
@@ -27,6 +35,21 @@ DEATH_STRINGS = (
 
 # virsh prints the cause of a failed create on the lines after its "error:".
 VIRSH_EXIT_WAIT_S = 5
+# A kernel console line: the printk time stamp (CONFIG_PRINTK_TIME) to the newline.
+KERNEL_LINE = re.compile(r"\[ *\d+\.\d+\] [^\n]*\n")
+# The start of a kernel line whose newline has not arrived yet (held back).
+PARTIAL_KERNEL_LINE = re.compile(r"\[ *\d*(?:\.\d*)?(?:\] [^\n]*)?\Z")
+# How much raw text is kept to match a death string that arrives in pieces.
+DEATH_WINDOW_CHARS = 4096
+# How much unmatched console text is kept (far more than one stage's noise).
+CLEAN_TEXT_CHARS = 1 << 20
+# How much of the kernel's lines is kept for a stage that is a kernel message.
+KERNEL_TEXT_CHARS = 65536
+# How long a death string's line may take to be complete (its message is cut there).
+DEATH_LINE_WAIT_S = 1.0
+# One read from the console waits at most this long, so deadlines are kept.
+READ_CHUNK = 4096
+READ_POLL_S = 0.2
 
 
 @dataclass(frozen=True)
@@ -34,6 +57,7 @@ class Stage:
     name: str
     pattern: str      # regular expression on the console
     deadline_s: float  # from the previous stage
+    kernel_line: bool = False  # a kernel message (else a marker the init prints)
 
 
 def boot_stages(tasks: list[str], task_deadline_s: float, cap_s: Optional[float] = None,
@@ -46,7 +70,7 @@ def boot_stages(tasks: list[str], task_deadline_s: float, cap_s: Optional[float]
     stages = [
         Stage("attached", r"Connected to domain", 60),
         # Firmware + decompression: a guest on an unusable accelerator stalls here.
-        Stage("kernel", r"Linux version \S+", 60),
+        Stage("kernel", r"Linux version \S+", 60, kernel_line=True),
         Stage("init", r"@@BENCH stage=init\b", 120),
     ]
     # A task's deadline runs until the next task starts: it belongs to the task before.
@@ -60,7 +84,8 @@ def boot_stages(tasks: list[str], task_deadline_s: float, cap_s: Optional[float]
         Stage("poweroff", "", 60),      # the console closes when the domain is gone
     ]
     if cap_s is not None:
-        stages = [Stage(s.name, s.pattern, min(s.deadline_s, cap_s)) for s in stages]
+        stages = [Stage(s.name, s.pattern, min(s.deadline_s, cap_s), s.kernel_line)
+                  for s in stages]
     return stages
 
 
@@ -75,45 +100,118 @@ class ConsoleSession:
         self.stage = "starting"
         self.child = pexpect.spawn(command[0], command[1:], encoding="utf-8",
                                    codec_errors="replace", timeout=None)
+        self._raw = ""        # recent raw text: where death strings are looked for
+        self._pending = ""    # raw text not yet sorted into kernel lines and the rest
+        self._clean = ""      # the rest: where stage markers are looked for
+        self._kernel = ""     # the kernel lines cut out of it
+        self._eof = False
 
     def follow(self, stages: list[Stage], total_s: Optional[float] = None) -> None:
         """Wait for each stage in turn; total_s bounds the whole boot as well."""
         for stage in stages:
             if total_s is not None:
                 left = max(0.0, total_s - (time.monotonic() - self.started))
-                stage = Stage(stage.name, stage.pattern, min(stage.deadline_s, left))
+                stage = Stage(stage.name, stage.pattern, min(stage.deadline_s, left),
+                              stage.kernel_line)
             self._wait_for(stage)
 
     def _wait_for(self, stage: Stage) -> None:
-        patterns: list = [pexpect.EOF, pexpect.TIMEOUT, *DEATH_STRINGS]
-        if stage.pattern:
-            patterns.append(stage.pattern)
-        index = self.child.expect(patterns, timeout=stage.deadline_s)
-        if index == 0 and stage.pattern:
-            raise BootFailed(f"guest {self.name}: console closed before stage '{stage.name}'",
-                             self.stage, self.console_log)
-        if index == 1:
-            raise BootFailed(f"guest {self.name}: no stage '{stage.name}' within "
-                             f"{stage.deadline_s:.0f} s", self.stage, self.console_log)
-        if 2 <= index < 2 + len(DEATH_STRINGS):
-            raise BootFailed(f"guest {self.name}: '{self._death_message()}' before stage "
-                             f"'{stage.name}'", self.stage, self.console_log)
+        pattern = re.compile(stage.pattern) if stage.pattern else None
+        deadline = time.monotonic() + stage.deadline_s
+        while True:
+            # The stage first: a marker that made it out came before any death
+            # string in the same chunk (after a death, the init prints nothing).
+            if pattern is not None and self._take(pattern, stage.kernel_line):
+                break
+            death = self._death()
+            if death is not None:
+                raise BootFailed(f"guest {self.name}: '{death}' before stage "
+                                 f"'{stage.name}'", self.stage, self.console_log)
+            if self._eof:
+                if pattern is None:
+                    break
+                raise BootFailed(f"guest {self.name}: console closed before stage "
+                                 f"'{stage.name}'", self.stage, self.console_log)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise BootFailed(f"guest {self.name}: no stage '{stage.name}' within "
+                                 f"{stage.deadline_s:.0f} s", self.stage, self.console_log)
+            self._read(min(left, READ_POLL_S))
         self.stage = stage.name
         self.reached[stage.name] = round(time.monotonic() - self.started, 3)
 
-    def _death_message(self) -> str:
-        """The death string, with the rest of virsh's error when virsh died of it."""
-        message = self.child.after.strip()
-        if message.startswith("error: "):
-            try:
-                self.child.expect(pexpect.EOF, timeout=VIRSH_EXIT_WAIT_S)
-                message = " ".join([message, *self.child.before.split()])
-            except pexpect.TIMEOUT:
-                pass
-        return message
+    def _take(self, pattern: re.Pattern[str], kernel_line: bool) -> bool:
+        """Consume the text up to the pattern's first match, if there is one: in
+        the kernel lines for a kernel message, else in the clean view."""
+        if kernel_line:
+            match = pattern.search(self._kernel)
+            if match:
+                self._kernel = self._kernel[match.end():]
+                return True
+        match = pattern.search(self._clean)
+        if match:
+            self._clean = self._clean[match.end():]
+            return True
+        self._clean = self._clean[-CLEAN_TEXT_CHARS:]
+        return False
+
+    def _read(self, timeout_s: float) -> None:
+        """One chunk from the console (or nothing within timeout_s), sorted."""
+        try:
+            chunk = self.child.read_nonblocking(READ_CHUNK, timeout=timeout_s)
+        except pexpect.TIMEOUT:
+            return
+        except pexpect.EOF:
+            self._eof = True
+            chunk = ""
+        self._raw = (self._raw + chunk)[-DEATH_WINDOW_CHARS:]
+        self._pending += chunk
+        self._sort()
+
+    def _sort(self) -> None:
+        """Move pending text to the clean view, cutting out complete kernel lines
+        and holding back one whose newline is still to come."""
+        while True:
+            line = KERNEL_LINE.search(self._pending)
+            if line is None:
+                break
+            self._clean += self._pending[:line.start()]
+            self._kernel = (self._kernel + line.group(0))[-KERNEL_TEXT_CHARS:]
+            self._pending = self._pending[line.end():]
+        partial = None if self._eof else PARTIAL_KERNEL_LINE.search(self._pending)
+        keep = partial.start() if partial else len(self._pending)
+        self._clean += self._pending[:keep]
+        self._pending = self._pending[keep:]
+
+    def _death(self) -> Optional[str]:
+        """The first death string in the raw text, its line completed if it can be."""
+        for regex in DEATH_STRINGS:
+            found = re.search(regex, self._raw)
+            if found is None:
+                continue
+            if found.group(0).startswith("error: "):
+                return self._virsh_error(found.group(0))
+            wait_until = time.monotonic() + DEATH_LINE_WAIT_S
+            while not self._eof and "\n" not in self._raw[found.end():] \
+                    and time.monotonic() < wait_until:
+                self._read(wait_until - time.monotonic())
+                found = re.search(regex, self._raw) or found
+            return found.group(0).strip()
+        return None
+
+    def _virsh_error(self, first_line: str) -> str:
+        """virsh died: its "error:" line and the cause it prints after it."""
+        rest = ""
+        try:
+            self.child.expect(pexpect.EOF, timeout=VIRSH_EXIT_WAIT_S)
+            rest = self.child.before or ""
+        except pexpect.TIMEOUT:
+            pass
+        tail = self._raw[self._raw.find(first_line) + len(first_line):] + rest
+        return " ".join([first_line.strip(), *tail.split()])
 
     def transcript_tail(self) -> Optional[str]:
-        return self.child.before if isinstance(self.child.before, str) else None
+        return self._raw or None
 
     def close(self) -> None:
         """Detach; with `virsh create --autodestroy` this also destroys the domain."""

@@ -24,6 +24,7 @@ libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
 from .console import ConsoleSession, boot_stages
 from .errors import BadKernel, BenchError, BootFailed, NeedsKvm
 from .kernels import check_bzimage
+from .kreports import reports
 from .paths import DEFAULT_EMULATOR, FIXTURE_DIR, patched_qemu
 from .profiles import Profile
 from .record import (BootRecord, KmsgIncomplete, messages_from, parse_console, parse_data,
@@ -77,6 +78,9 @@ class BootRequest:
     stage_deadline_s: Optional[float] = None  # cap on every stage's deadline
     total_deadline_s: Optional[float] = None  # cap on the whole boot
     trace: Optional[str] = None             # a kprobe trace set, dumped as task "trace"
+    # A WARN, BUG, lockdep, KASAN... report in the kernel log fails the boot (a test
+    # that judges the reports itself turns this off).
+    fail_on_reports: bool = True
 
     def cmdline(self) -> str:
         bench = {"tasks": ",".join(self.tasks), "variant": self.variant,
@@ -221,6 +225,12 @@ def boot(conn: libvirt.virConnect, request: BootRequest, keep_failed: bool = Tru
         console_text = read_text(console_log) or (session.transcript_tail() or "")
         record.messages = parse_console(console_text)
     (outdir / "record.json").write_text(_json(record))
+    if error is None and request.fail_on_reports:
+        found = reports(record.messages)
+        if found:
+            more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+            error = BootFailed(f"guest {name}: the kernel reported '{found[0]}'{more} "
+                               f"(data log: {data_log})", session.stage, str(console_log))
     if error is not None:
         raise error
     return record

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from . import measure
+from . import budgets, measure
 from .errors import BadKernel
 from .record import BootRecord
 from .variants import all_milestones
@@ -31,6 +31,7 @@ class Cell:
     failures: list[str] = field(default_factory=list)
     skipped: Optional[str] = None
     cap_s: Optional[float] = None       # how long boots waited for the final milestone
+    budget_s: Optional[float] = None    # the profile's time-to-ready budget, if any
 
     @property
     def boots(self) -> int:
@@ -79,6 +80,10 @@ class Cell:
                 return f"no data: no kprobe trace in {record.name} ({record.data_log})"
         if not self.records:
             return "no data: no boot"
+        if self.budget_s is not None:
+            over = budgets.judge([measure.ready_printk(r) for r in self.records], self.budget_s)
+            if over:
+                return f"{over} ({', '.join(str(r.console_log) for r in self.records)})"
         return OK
 
     def credit_rates(self) -> list[float]:
@@ -128,7 +133,7 @@ def as_json(cells: list[Cell], meta: dict[str, object]) -> dict[str, object]:
         rows.append({
             "profile": cell.profile, "variant": cell.variant, "skipped": cell.skipped,
             "verdict": cell.verdict(), "failures": cell.failures,
-            "final_capped": cell.capped(), "cap_s": cell.cap_s,
+            "final_capped": cell.capped(), "cap_s": cell.cap_s, "budget_s": cell.budget_s,
             "credit_rate_bits_s": cell.credit_rates(),
             "cpus_to_ready": cell.cpus_to_ready(),
             "times_s": {name: stats(v, cell.boots) for name, v in cell.samples().items()},

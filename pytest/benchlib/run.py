@@ -5,8 +5,9 @@
 
 Writes results/<timestamp>/: report.txt, report.json, junit.xml and one folder
 per boot with its domain XML, console log and data log. Exits 1 when a cell's
-verdict is not ok (a boot or task failed, a boot gave no data) or a variant's
-getrandom() throughput is over its budget; 2 on bad input.
+verdict is not ok (a boot or task failed, a boot gave no data, the median time to
+ready is over the profile's budget) or a variant's getrandom() throughput is over
+its budget; 2 on bad input.
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from .kernels import check_bzimage, variant_kernel
 from .profiles import Profile, all_profiles, get_profile
 from .report import Cell, not_ok, write
 from .variants import load as load_variant, known_variants
-from . import measure, throughput
+from . import budgets, measure, throughput
 
 # The workload of a matrix boot: the probe with a blocking reader, as an early
 # boot with one process waiting for randomness would have, then the guest stays
@@ -54,6 +55,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--cap", type=float, default=DEFAULT_CAP_S,
                         help="seconds an idle guest may wait for its variant's final "
                              f"milestone (default {DEFAULT_CAP_S})")
+    parser.add_argument("--budget", type=Path, default=budgets.DEFAULT_FILE,
+                        help="time-to-ready budgets per profile (default "
+                             "vm-definitions/budgets.toml)")
+    parser.add_argument("--no-budget", action="store_true", help="judge no time-to-ready budget")
     parser.add_argument("--no-build", action="store_true", help="use the kernels as built")
     parser.add_argument("--no-throughput", action="store_true",
                         help="skip the getrandom() throughput comparison")
@@ -76,6 +81,7 @@ def main(argv: list[str]) -> int:
         load_variant(variant)       # an unknown or ill-described variant: say so now
     if args.kernel:
         check_bzimage(args.kernel)
+    budget_s = {} if args.no_budget else budgets.load(args.budget)
     if args.dry_run:
         print(f"profiles: {' '.join(p.name for p in profiles)}; variants: {' '.join(variants)}")
         return 0
@@ -115,7 +121,9 @@ def main(argv: list[str]) -> int:
                       params: dict[str, str], boots: int = args.boots,
                       trace: str | None = None) -> Cell:
             nonlocal done
-            cell = Cell(profile.name, variant, cap_s=args.cap if "until" in tasks else None)
+            matrix = "until" in tasks
+            cell = Cell(profile.name, variant, cap_s=args.cap if matrix else None,
+                        budget_s=budget_s.get(profile.name) if matrix else None)
             try:
                 check_accel(profile, accel)
             except NeedsKvm as exc:
@@ -166,6 +174,7 @@ def main(argv: list[str]) -> int:
     finally:
         conn.close()
     meta = {"accel": accel, "accel_why": why, "boots": args.boots, "cap_s": args.cap,
+            "budgets": {"file": None if args.no_budget else str(args.budget), "ready_s": budget_s},
             "workload": f"tasks={','.join(MATRIX_TASKS)} probe={MATRIX_PROBE_FLAGS}",
             "kernels": {v: str(k) for v, k in kernels.items()}}
     print(write(outdir, cells, meta))

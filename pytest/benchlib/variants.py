@@ -24,6 +24,14 @@ TEST_PREFIX = "test-"
 CUSTOM = "custom"
 CUSTOM_AS = "stock"
 REQUIRED = ("ready", "final", "trace", "credit_rule", "milestones")
+# VARIANT+FLAVOUR (kernel/build.sh): a variant built with an extra config fragment
+# (kernel/configs/flavours/), e.g. crng+debug. Its RNG is the variant's.
+FLAVOUR_SEPARATOR = "+"
+
+
+def base_name(name: str) -> str:
+    """The variant a (possibly flavoured) kernel name is built from."""
+    return name.split(FLAVOUR_SEPARATOR, 1)[0]
 
 
 @dataclass(frozen=True)
@@ -86,8 +94,9 @@ def _raw(name: str, seen: tuple[str, ...] = ()) -> dict[str, object]:
 
 def load(name: str) -> Variant:
     """A variant's metadata; BadKernel naming what is missing or wrong."""
-    data = _raw(CUSTOM_AS if name == CUSTOM else name)
-    folder = KERNEL_DIR / "patches" / name
+    base = base_name(name)
+    data = _raw(CUSTOM_AS if base == CUSTOM else base)
+    folder = KERNEL_DIR / "patches" / base
     missing = [key for key in REQUIRED if key not in data]
     if missing:
         raise BadKernel(f"variant '{name}': {folder / METADATA} does not say "
