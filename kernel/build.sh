@@ -15,6 +15,9 @@
 # merges the parent's fragment (configs/<parent>.config) before the variant's own
 # configs/<variant>.config, if any.
 #
+# A variant with a parent but no patch or fragment of its own is its parent's
+# kernel: the parent's bzImage is linked, not built again.
+#
 # A variant whose inputs (source tarball, series, parent, patches and fragments of
 # the variant and all its ancestors) are unchanged since its last successful build
 # is not rebuilt. Otherwise the tree is prepared afresh and built with ccache (cache
@@ -113,6 +116,30 @@ fi
 out=$build_dir/kernel/$target
 if [ -f "$out/bzImage" ] && [ "$(cat "$out/fingerprint" 2>/dev/null)" = "$fingerprint" ]; then
 	step "up to date ($out/bzImage)"
+	exit 0
+fi
+
+# A variant that adds nothing to its parent's kernel (no patch, no fragment of its
+# own: it differs in its variant.toml only) is its parent's kernel: the parent is
+# built (if it is not up to date) and its bzImage linked, not built again.
+if [ -f "$here/patches/$variant/parent" ] && [ "${patch_count[$variant]}" -eq 0 ] \
+	&& [ ! -f "$here/configs/$variant.config" ]; then
+	parent_target=$(first_name "$here/patches/$variant/parent")${target#"$variant"}
+	flock -u 9
+	"$0" "$parent_target"
+	flock 9
+	parent_out=$build_dir/kernel/$parent_target
+	[ "$(cat "$parent_out/fingerprint" 2>/dev/null)" = "$("$0" --fingerprint "$parent_target")" ] \
+		|| die "parent '$parent_target' changed while '$target' was being linked to it; run again"
+	mkdir -p "$out"
+	rm -f "$out/fingerprint"
+	for f in bzImage config; do
+		ln -f "$parent_out/$f" "$out/.$f.tmp.$$"
+		mv -f "$out/.$f.tmp.$$" "$out/$f"
+	done
+	echo "$fingerprint" >"$out/.fingerprint.tmp.$$"
+	mv -f "$out/.fingerprint.tmp.$$" "$out/fingerprint"
+	step "no patch or fragment of its own: linked the kernel of '$parent_target' ($out/bzImage)"
 	exit 0
 fi
 

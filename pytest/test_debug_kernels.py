@@ -27,7 +27,7 @@ FLAVOUR = "debug"
 DEBUG_TIMEOUT_S = 180
 MIN_HOTPLUG_ROUNDS = 3
 HOTPLUG_LINE = re.compile(r"hotplug: rounds=(\d+) readers_rc=(\d+),(\d+) online=(\S+)")
-READER_LINE = re.compile(r"@@PROBE event=throughput .*calls=(\d+)")
+READER_LINE = re.compile(r"^reader: .*calls=(\d+)")
 
 
 @pytest.mark.debugkernel

@@ -10,26 +10,31 @@
 #   KERNEL     default $BUILD_DIR/kernel/stock/bzImage      (kernel/build.sh stock;
 #              a Linux 6.1 bzImage with CONFIG_HYPERV=y and no CONFIG_KVM_GUEST)
 #   TIMEOUT    seconds per QEMU run, default 120
-#   REBOOT_WINDOW  seconds the reboot test lets the guest reboot in a loop, default 40
+#   REBOOT_WINDOW  at most this many seconds of the reboot loop, default 180
 #
 # synic: a bare-metal 32-bit multiboot guest (tests/synic-test/, built here with
 #   gcc -m32) together with QEMU's hyperv-testdev checks the Hyper-V CPUID leaves,
 #   the hypercall page, VP index and reference time MSRs, HvPostMessage delivery
 #   to a SINT, re-delivery of a message that found its slot busy after the guest
-#   writes EOM, HvSignalEvent (event flag + SINT), and synthetic timer 0 in
-#   message mode (periodic and one-shot). The guest reports on COM1 and exits
-#   through isa-debug-exit.
+#   writes EOM, HvSignalEvent (event flag + SINT), synthetic timer 0 in
+#   message mode (periodic and one-shot), the reference TSC page (its time
+#   between two reads of the time reference counter) and synthetic timer 1 in
+#   direct mode (hv-stimer-direct: interrupts on its vector, its period, no
+#   message). The guest reports on COM1 and exits through isa-debug-exit.
 # linux: boots $KERNEL on q35 with 2 vCPUs, -cpu qemu64 with hv-* flags and
 #   -device vmbus-bridge, a busybox initramfs (busybox-static) that prints
-#   /proc/interrupts twice, 2 s apart, and dmesg; checks for
-#   "Hypervisor detected: Microsoft Hyper-V", "hv_vmbus: Vmbus version:", the HYP
-#   row of /proc/interrupts growing (vmbus_isr runs on every synthetic timer
-#   message) and "Hyper-V clockevent" as the clock event device.
+#   /proc/interrupts twice, 2 s apart, every CPU's clock event device, the
+#   clocksource and dmesg, twice: with message-mode synthetic timers and with
+#   direct-mode ones (hv-stimer-direct, hv-vapic). Checks for "Hypervisor
+#   detected: Microsoft Hyper-V", "hv_vmbus: Vmbus version:", the tick row
+#   growing on every CPU (HYP in message mode, where vmbus_isr runs on every
+#   synthetic timer message; HVS in direct mode, where HYP does not grow),
+#   "Hyper-V clockevent" on every CPU and hyperv_clocksource_tsc_page.
 # reboot: the same guest and flags, but the initramfs reboots (reboot -f) as soon
-#   as it has printed the HYP row; QEMU runs for REBOOT_WINDOW seconds and is then
-#   stopped by timeout(1). Checks that QEMU survived the resets (SynIC reset with
-#   VMBus and timer routes live) and that at least 3 boots brought VMBus up and
-#   counted HYP interrupts.
+#   as it has printed the HYP row; QEMU runs until 3 boots have printed it (at
+#   most REBOOT_WINDOW seconds) and is then stopped. Checks that QEMU survived the
+#   resets (SynIC reset after the devices, with VMBus and timer routes live) and
+#   that at least 3 boots brought VMBus up and counted HYP interrupts.
 #
 # Ends with a line "N passed, N failed"; exits 1 when a check failed, 2 on a
 # usage or setup error. Consoles and artefacts: $BUILD_DIR/qemu/test/.
@@ -84,7 +89,7 @@ test_synic() {
 
 	step "running it (console: $log)"
 	timeout "$timeout_s" "${qemu_base[@]}" -no-reboot -M pc -smp 2 -m 64 \
-		-cpu qemu64,hv-vpindex,hv-synic,hv-time,hv-stimer,hv-runtime \
+		-cpu qemu64,hv-vpindex,hv-synic,hv-time,hv-stimer,hv-stimer-direct,hv-runtime \
 		-device hyperv-testdev -device isa-debug-exit,iobase=0xf4,iosize=4 \
 		-serial "file:$log" -kernel "$elf" 2>"$work/synic-test.stderr" || rc=$?
 	sed -i 's/\r$//' "$log"
@@ -92,10 +97,6 @@ test_synic() {
 	# isa-debug-exit: guest code 0 -> status 1
 	check "$(ok_if [ "$rc" = 1 ])" "synic: guest exited with its pass code (QEMU status $rc, want 1)"
 	check "$(ok_if grep -q 'SYNIC-TEST: PASS' "$log")" "synic: all guest checks passed"
-}
-
-hyp_sum() {  # sum of the HYP row in the block after marker $2 of console $1
-	awk -v m="$2" '$0 ~ m {on=1; next} on && /^HYP:/ {s=0; for (i=2; i<=NF; i++) if ($i ~ /^[0-9]+$/) s+=$i; print s; exit}' "$1"
 }
 
 linux_cpu=qemu64,-rdrand,hv-relaxed,hv-spinlocks=0x1fff,hv-vpindex,hv-runtime,hv-synic,hv-stimer,hv-time,hv-frequencies
@@ -114,9 +115,24 @@ make_initramfs() {  # make_initramfs NAME: $work/NAME.gz with the init script on
 	(cd "$rootfs" && find . | cpio -o -H newc 2>/dev/null | gzip -1) >"$work/$1.gz"
 }
 
+row_per_cpu() {  # row_per_cpu CONSOLE MARKER ROW: the row's counts, one per CPU, space-separated
+	awk -v m="$2" -v r="^ *$3:" '$0 ~ m {on=1; next} on && $0 ~ r {s=""; for (i=2; i<=NF && $i ~ /^[0-9]+$/; i++) s=s (s ? " " : "") $i; print s; exit}' "$1"
+}
+
+grew_on_every_cpu() {  # grew_on_every_cpu "BEFORE..." "AFTER...": every CPU's count grew
+	local -a b=($1) a=($2)
+	local i
+	[ ${#a[@]} -ge 2 ] && [ ${#a[@]} = ${#b[@]} ] || return 1
+	for i in "${!a[@]}"; do [ "${a[$i]}" -gt "${b[$i]}" ] || return 1; done
+}
+
+# test_linux [message|direct]: message mode ticks through vmbus_isr (HYP), direct
+# mode (hv-stimer-direct, with hv-vapic) on their own vector (HVS); both with the
+# reference TSC page (hv-time) as the clocksource.
 test_linux() {
-	local initrd=$work/initramfs.gz log=$work/linux.console rc=0
-	local h1 h2
+	local mode=${1:-message}
+	local initrd=$work/initramfs.gz log=$work/linux-$mode.console rc=0
+	local h1 h2 row cpu=$linux_cpu
 
 	step "making the busybox initramfs"
 	make_initramfs initramfs <<-'EOF'
@@ -133,7 +149,9 @@ test_linux() {
 	echo "PROBE: vmbus devices"
 	ls /sys/bus/vmbus/devices
 	echo "PROBE: clockevent"
-	cat /sys/devices/system/clockevents/clockevent0/current_device
+	for c in /sys/devices/system/clockevents/clockevent[0-9]*; do
+		echo "${c##*/} $(cat "$c/current_device")"
+	done
 	echo "PROBE: clocksource"
 	cat /sys/devices/system/clocksource/clocksource0/current_clocksource
 	echo "PROBE: dmesg"
@@ -142,30 +160,43 @@ test_linux() {
 	poweroff -f
 	EOF
 
-	step "booting $kernel (console: $log)"
+	row=HYP
+	if [ "$mode" = direct ]; then
+		cpu=$cpu,hv-stimer-direct,hv-vapic
+		row=HVS
+	fi
+	step "booting $kernel, $mode-mode timers (console: $log)"
 	timeout "$timeout_s" "${qemu_base[@]}" -no-reboot -M q35 -smp 2 -m 512 \
-		-cpu "$linux_cpu" -device vmbus-bridge -serial "file:$log" \
+		-cpu "$cpu" -device vmbus-bridge -serial "file:$log" \
 		-kernel "$kernel" -initrd "$initrd" -append 'console=ttyS0 panic=-1' \
-		2>"$work/linux.stderr" || rc=$?
+		2>"$work/linux-$mode.stderr" || rc=$?
 	sed -i 's/\r$//' "$log"
-	grep -E 'Hypervisor detected|hv_vmbus: Vmbus version|^HYP:|^ *LOC:|PROBE: (interrupts|clockevent)|clockevent$' "$log" \
+	grep -E 'Hypervisor detected|hv_vmbus: Vmbus version|^HYP:|^HVS:|^ *LOC:|PROBE: (interrupts|clockevent)|clockevent$' "$log" \
 		| sed 's/^/    /' || true
 
-	check "$(ok_if [ "$rc" = 0 ])" "linux: QEMU exited normally after poweroff (status $rc)"
-	check "$(ok_if grep -q 'PROBE: done' "$log")" "linux: the initramfs probe ran to the end"
+	check "$(ok_if [ "$rc" = 0 ])" "linux/$mode: QEMU exited normally after poweroff (status $rc)"
+	check "$(ok_if grep -q 'PROBE: done' "$log")" "linux/$mode: the initramfs probe ran to the end"
 	check "$(ok_if grep -q 'Hypervisor detected: Microsoft Hyper-V' "$log")" \
-		"linux: 'Hypervisor detected: Microsoft Hyper-V'"
-	check "$(ok_if grep -q 'hv_vmbus: Vmbus version:' "$log")" "linux: 'hv_vmbus: Vmbus version:'"
-	h1=$(hyp_sum "$log" 'PROBE: interrupts-1')
-	h2=$(hyp_sum "$log" 'PROBE: interrupts-2')
-	check "$(ok_if [ -n "$h1" ] && [ -n "$h2" ] && [ "$h2" -gt "$h1" ])" \
-		"linux: HYP interrupts grow over 2 s (${h1:-none} -> ${h2:-none})"
-	check "$(ok_if grep -qx 'Hyper-V clockevent' "$log")" \
-		"linux: clock events come from the synthetic timer ('Hyper-V clockevent')"
+		"linux/$mode: 'Hypervisor detected: Microsoft Hyper-V'"
+	check "$(ok_if grep -q 'hv_vmbus: Vmbus version:' "$log")" "linux/$mode: 'hv_vmbus: Vmbus version:'"
+	h1=$(row_per_cpu "$log" 'PROBE: interrupts-1' $row)
+	h2=$(row_per_cpu "$log" 'PROBE: interrupts-2' $row)
+	check "$(ok_if grew_on_every_cpu "$h1" "$h2")" \
+		"linux/$mode: $row interrupts grow over 2 s on every CPU (${h1:-none} -> ${h2:-none})"
+	check "$(ok_if [ "$(grep -c '^clockevent[0-9]* Hyper-V clockevent$' "$log")" -ge 2 ])" \
+		"linux/$mode: every CPU's clock events come from the synthetic timer ('Hyper-V clockevent')"
+	check "$(ok_if grep -qx 'hyperv_clocksource_tsc_page' "$log")" \
+		"linux/$mode: the clocksource is the reference TSC page"
+	if [ "$mode" = direct ]; then
+		h1=$(row_per_cpu "$log" 'PROBE: interrupts-1' HYP)
+		h2=$(row_per_cpu "$log" 'PROBE: interrupts-2' HYP)
+		check "$(ok_if [ "$h1" = "$h2" ])" \
+			"linux/$mode: no ticks through vmbus_isr: HYP unchanged (${h1:-none} -> ${h2:-none})"
+	fi
 }
 
 test_reboot() {
-	local log=$work/reboot.console window=${REBOOT_WINDOW:-40} rc=0 boots hyp
+	local log=$work/reboot.console window=${REBOOT_WINDOW:-180} rc=0 boots hyp pid
 
 	step "making the rebooting initramfs"
 	make_initramfs initramfs-reboot <<-'EOF'
@@ -179,26 +210,40 @@ test_reboot() {
 	reboot -f
 	EOF
 
-	step "booting $kernel in a reboot loop for $window s (console: $log)"
+	step "booting $kernel in a reboot loop until 3 boots printed HYP, at most $window s (console: $log)"
+	: >"$log"
 	timeout "$window" "${qemu_base[@]}" -M q35 -smp 2 -m 512 \
 		-cpu "$linux_cpu" -device vmbus-bridge -serial "file:$log" \
 		-kernel "$kernel" -initrd "$work/initramfs-reboot.gz" -append 'console=ttyS0 panic=-1' \
-		2>"$work/reboot.stderr" || rc=$?
+		2>"$work/reboot.stderr" &
+	pid=$!
+	# Count boots, not seconds: on a loaded host a boot under TCG takes longer.
+	while kill -0 "$pid" 2>/dev/null && [ "$(grep -c '^HYP:' "$log" || true)" -lt 3 ]; do
+		sleep 1
+	done
+	# Still running after its resets: stop it as the window would (status 124).
+	if kill -0 "$pid" 2>/dev/null; then
+		kill -TERM "$pid"
+		wait "$pid" || true
+		rc=124
+	else
+		wait "$pid" || rc=$?
+	fi
 	sed -i 's/\r$//' "$log"
 	boots=$(grep -c 'hv_vmbus: Vmbus version:' "$log" || true)
 	hyp=$(awk '/^PROBE: boot/ {on=1; next} on && /^HYP:/ {s=0; for (i=2; i<=NF; i++) if ($i ~ /^[0-9]+$/) s+=$i; if (s > 0) n++; on=0} END {print n+0}' "$log")
 	echo "    boots with VMBus up: $boots, boots with HYP interrupts: $hyp, QEMU status $rc"
 	grep -i 'assert\|abort' "$work/reboot.stderr" | sed 's/^/    /' || true
-	check "$(ok_if [ "$rc" = 124 ])" "reboot: QEMU ran until stopped by timeout (status $rc, want 124)"
+	check "$(ok_if [ "$rc" = 124 ])" "reboot: QEMU ran until stopped (status $rc, want 124)"
 	check "$(ok_if [ "$boots" -ge 3 ])" "reboot: VMBus came up in $boots boots (want >= 3)"
 	check "$(ok_if [ "$hyp" -ge 3 ])" "reboot: HYP interrupts counted in $hyp boots (want >= 3)"
 }
 
 case $what in
 synic) test_synic ;;
-linux) test_linux ;;
+linux) test_linux message; test_linux direct ;;
 reboot) test_reboot ;;
-all) test_synic; test_linux; test_reboot ;;
+all) test_synic; test_linux message; test_linux direct; test_reboot ;;
 esac
 
 echo "$passed passed, $failed failed"

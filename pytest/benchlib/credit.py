@@ -53,26 +53,6 @@ def expected_credit(spill_counts: dict[int, int], rule=stock_spill_credit) -> in
     return sum(rule(count) * n for count, n in spill_counts.items())
 
 
-@dataclass(frozen=True)
-class CreditRule:
-    """How a variant credits interrupts: bits per spill, and over which part of
-    its boot ("ready" is the variant's ready milestone; None: no bound)."""
-    name: str
-    per_spill: Callable[[int], int]
-    from_milestone: Optional[str]    # before it, spills credit nothing (fast loads)
-    until_milestone: Optional[str]   # from it on, nothing is credited
-
-
-# By the name a variant's variant.toml gives as credit_rule.
-CREDIT_RULES = {
-    # 6.1: count/64 per spill until the CRNG is ready, nothing afterwards.
-    "stock": CreditRule("stock", stock_spill_credit, None, "ready"),
-    # The crng variant in rfc mode: spills below state 2 are fast loads (no
-    # credit); from 2 on, 6.1's count/64 per spill, with no end.
-    "rfc": CreditRule("rfc", stock_spill_credit, "ready", None),
-}
-
-
 # A spill this large credits more than the 1-bit floor, so the rule is visible.
 DISCRIMINATING_SPILL = 2 * INTERRUPTS_PER_BIT
 # The kprobes are switched on and off while the guest runs: one spill may be seen
@@ -105,3 +85,58 @@ def check_credit_rule(sections: dict[str, list[str]], rule: Callable[[int], int]
     in_flight = max(credits, default=0)
     assert grown >= credited - in_flight, (
         f"entropy_avail grew by {grown}, less than the {credited} bits credited")
+
+
+# The LRNG (kernel/patches/lrng): every interrupt whose time stamp passes the stuck
+# test is credited 256/288 bits on its own (256/864 without a high-resolution
+# timer); there is no fast pool.
+LRNG_CREDIT = {(256, 288), (256, 864)}
+# The kprobes are switched on and off while the guest runs: an interrupt in flight
+# at each end may be seen entering without its outcome, or the other way round.
+EDGE_INTERRUPTS = 2
+
+
+def check_lrng_credit(sections: dict[str, list[str]]) -> None:
+    """Every interrupt that entered the LRNG in the window was credited the seed's
+    256/288 bits, or rejected by the stuck test, and nothing else happened to it."""
+    entered = sum(hits for _, hits in parse_hist(sections["hist air"]))
+    credits = {(int(k["num"]), int(k["den"])): n for k, n in parse_hist(sections["hist cred"])}
+    stuck = sum(hits for _, hits in parse_hist(sections.get("hist stuck", [])))
+    credited = sum(credits.values())
+    assert entered > 0, "no interrupt entered the LRNG in the window"
+    assert credited > 0, f"{entered} interrupts entered the LRNG, none was credited"
+    assert set(credits) <= LRNG_CREDIT, (
+        f"credited at {sorted(credits)} (num, den) bits per interrupt, not the seed's "
+        f"{sorted(LRNG_CREDIT)}")
+    assert abs(entered - credited - stuck) <= EDGE_INTERRUPTS, (
+        f"{entered} interrupts entered the LRNG; {credited} were credited and {stuck} "
+        "rejected as stuck: the rest went nowhere")
+
+
+@dataclass(frozen=True)
+class CreditRule:
+    """How a variant credits interrupts, and over which part of its boot ("ready"
+    is the variant's ready milestone; None: no bound). `check` asserts it on a
+    credit window's sections, observed with the guest's kprobe set `kprobes`
+    (fixtures/kprobes-NAME)."""
+    name: str
+    check: Callable[[dict[str, list[str]]], None]
+    from_milestone: Optional[str]    # before it, interrupts credit nothing (fast loads)
+    until_milestone: Optional[str]   # from it on, nothing is credited
+    kprobes: str = "vmbus"
+
+
+def spill_rule(per_spill: Callable[[int], int]) -> Callable[[dict[str, list[str]]], None]:
+    return lambda sections: check_credit_rule(sections, per_spill)
+
+
+# By the name a variant's variant.toml gives as credit_rule.
+CREDIT_RULES = {
+    # 6.1: count/64 per spill until the CRNG is ready, nothing afterwards.
+    "stock": CreditRule("stock", spill_rule(stock_spill_credit), None, "ready"),
+    # The crng variant in rfc mode: spills below state 2 are fast loads (no
+    # credit); from 2 on, 6.1's count/64 per spill, with no end.
+    "rfc": CreditRule("rfc", spill_rule(stock_spill_credit), "ready", None),
+    # The LRNG: 256/288 bits per interrupt that passes the stuck test, always.
+    "lrng": CreditRule("lrng", check_lrng_credit, None, None, kprobes="vmbus-lrng"),
+}

@@ -33,6 +33,7 @@ class Capabilities:
     input_devices: bool      # the PS/2 controller is there (no -machine i8042=off)
     hyperv: bool
     stimer_mode: str         # Hyper-V synthetic timers: "direct", "message" or "none"
+    reference_tsc: bool      # Hyper-V clock (hv-time): the reference TSC page
     deterministic: bool      # QEMU -icount: interrupt timing follows instructions
 
     @property
@@ -62,6 +63,9 @@ def _capabilities(root: ET.Element) -> Capabilities:
         input_devices="i8042=off" not in qemu_args,
         hyperv=hyperv is not None,
         stimer_mode=stimer_mode,
+        reference_tsc=hyperv is not None and any(
+            t.get("name") == "hypervclock" and t.get("present") != "no"
+            for t in root.iterfind("clock/timer")),
         deterministic=any(a.startswith("-icount") or a.startswith("shift=") for a in qemu_args),
     )
 
@@ -110,7 +114,14 @@ def all_profiles(directory: Path = PROFILE_DIR) -> dict[str, Profile]:
 
 def profiles_with(directory: Path = PROFILE_DIR, **wanted: object) -> list[str]:
     """Names of the profiles whose capabilities have these values, e.g.
-    profiles_with(interrupt_only=True, hyperv=False)."""
+    profiles_with(interrupt_only=True, hyperv=False).
+
+    A deterministic (-icount) profile is the entropy assessment's negative
+    control, not a hypervisor model: it is chosen only when asked for by name
+    of capability (deterministic=True, or deterministic=None for either)."""
+    wanted.setdefault("deterministic", False)
+    if wanted["deterministic"] is None:
+        del wanted["deterministic"]
     return [name for name, profile in all_profiles(directory).items()
             if all(getattr(profile.caps, key) == value for key, value in wanted.items())]
 

@@ -6,9 +6,12 @@
  * an event flag + SINT) and -device isa-debug-exit. It checks, in order:
  * the Hyper-V CPUID leaves, the hypercall page, the VP index and reference
  * time MSRs, message delivery, re-delivery of a message that found its slot
- * busy once the guest writes EOM, HvSignalEvent, and the periodic
- * synthetic timer 0 in message mode. Output goes to COM1; the result is
- * the QEMU exit status (1: pass, 3: fail).
+ * busy once the guest writes EOM, a message posted to a masked SINT (kept
+ * in its slot, raised on unmask), SINT auto-EOI, HvSignalEvent, the periodic
+ * synthetic timer 0 in message mode, the reference TSC page against the
+ * time reference counter, and synthetic timer 1 in direct mode (its
+ * period and that it posts no message). Output goes to COM1; the result
+ * is the QEMU exit status (1: pass, 3: fail).
  */
 #include <stdint.h>
 
@@ -16,6 +19,7 @@
 #define HV_X64_MSR_HYPERCALL        0x40000001
 #define HV_X64_MSR_VP_INDEX         0x40000002
 #define HV_X64_MSR_TIME_REF_COUNT   0x40000020
+#define HV_X64_MSR_REFERENCE_TSC    0x40000021
 #define HV_X64_MSR_SCONTROL         0x40000080
 #define HV_X64_MSR_SVERSION         0x40000081
 #define HV_X64_MSR_SIEFP            0x40000082
@@ -29,6 +33,7 @@
 #define SIMP_PAGE       0x201000
 #define SIEFP_PAGE      0x202000
 #define INPUT_PAGE      0x203000
+#define TSC_PAGE        0x204000
 
 #define MSG_SINT        2
 #define EVT_SINT        3
@@ -36,6 +41,7 @@
 #define MSG_VECTOR      0x50
 #define EVT_VECTOR      0x51
 #define TIMER_VECTOR    0x52
+#define DIRECT_VECTOR   0x53
 #define MSG_CONN        1
 #define EVT_CONN        2
 
@@ -71,6 +77,9 @@ static volatile uint32_t *const evt_page = (volatile uint32_t *)SIEFP_PAGE;
 static void *hypercall_page = (void *)HYPERCALL_PAGE;
 
 static volatile uint32_t irq_count[256];
+static volatile uint64_t direct_first, direct_last;
+/* auto-EOI test: the handler does not EOI this vector at the APIC */
+static volatile uint32_t no_apic_eoi_vector;
 static volatile uint32_t timer_msgs;
 static int failures;
 
@@ -175,6 +184,30 @@ static int wait_count(volatile uint32_t *p, uint32_t want)
     return 1;
 }
 
+static inline uint64_t rdtsc(void)
+{
+    uint32_t lo, hi;
+    __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+    return (uint64_t)hi << 32 | lo;
+}
+
+/* (a * b) >> 64, from 32-bit halves */
+static uint64_t mul_hi64(uint64_t a, uint64_t b)
+{
+    uint64_t al = (uint32_t)a, ah = a >> 32, bl = (uint32_t)b, bh = b >> 32;
+    uint64_t ll = al * bl, lh = al * bh, hl = ah * bl, hh = ah * bh;
+    uint64_t mid = (ll >> 32) + (uint32_t)lh + (uint32_t)hl;
+
+    return hh + (lh >> 32) + (hl >> 32) + (mid >> 32);
+}
+
+struct hv_ref_tsc_page {
+    volatile uint32_t sequence;
+    uint32_t reserved;
+    volatile uint64_t scale;
+    volatile int64_t offset;
+};
+
 static uint64_t hypercall(uint64_t control, uint64_t input, uint64_t output)
 {
     uint32_t eax = control, edx = control >> 32;
@@ -222,6 +255,12 @@ void isr_handler(uint32_t vector)
         qemu_exit(1);
     }
     irq_count[vector]++;
+    if (vector == DIRECT_VECTOR) {
+        direct_last = ref_time();
+        if (irq_count[vector] == 1) {
+            direct_first = direct_last;
+        }
+    }
     if (vector == TIMER_VECTOR && m->type == HV_MESSAGE_TIMER_EXPIRED) {
         timer_msgs++;
         m->type = 0;
@@ -230,7 +269,9 @@ void isr_handler(uint32_t vector)
             wrmsr(HV_X64_MSR_EOM, 0);
         }
     }
-    *(volatile uint32_t *)(APIC_BASE + 0xb0) = 0;     /* APIC EOI */
+    if (vector != no_apic_eoi_vector) {
+        *(volatile uint32_t *)(APIC_BASE + 0xb0) = 0;     /* APIC EOI */
+    }
 }
 
 #define ISR_DECL(n) extern void isr_##n(void)
@@ -241,7 +282,7 @@ ISR_DECL(15); ISR_DECL(16); ISR_DECL(17); ISR_DECL(18); ISR_DECL(19);
 ISR_DECL(20); ISR_DECL(21); ISR_DECL(22); ISR_DECL(23); ISR_DECL(24);
 ISR_DECL(25); ISR_DECL(26); ISR_DECL(27); ISR_DECL(28); ISR_DECL(29);
 ISR_DECL(30); ISR_DECL(31); ISR_DECL(80); ISR_DECL(81); ISR_DECL(82);
-ISR_DECL(255);
+ISR_DECL(83); ISR_DECL(255);
 
 static void (*const exc_stubs[32])(void) = {
     isr_0, isr_1, isr_2, isr_3, isr_4, isr_5, isr_6, isr_7, isr_8, isr_9,
@@ -275,6 +316,7 @@ static void setup_interrupts(void)
     set_gate(MSG_VECTOR, isr_80);
     set_gate(EVT_VECTOR, isr_81);
     set_gate(TIMER_VECTOR, isr_82);
+    set_gate(DIRECT_VECTOR, isr_83);
     __asm__ volatile("lidt %0" : : "m"(idtr));
 
     /* mask the 8259s; software-enable the local APIC, spurious vector 0xff */
@@ -371,6 +413,48 @@ void main(void)
     m->type = 0;
     wrmsr(HV_X64_MSR_EOM, 0);
 
+    /* masked SINT: the message waits in its slot, raised on unmask */
+    wrmsr(HV_X64_MSR_SINT0 + MSG_SINT, MSG_VECTOR | 1 << 16);
+    a = irq_count[MSG_VECTOR];
+    check(post_message(0x1236, 'C') == 0, "HvPostMessage C to a masked "
+          "SINT: success");
+    t0 = ref_time() + 20000000;
+    while (m->type != 0x1236 && ref_time() < t0) {
+        __asm__ volatile("pause");
+    }
+    t0 = ref_time() + 2000000;
+    while (ref_time() < t0) {
+        __asm__ volatile("pause");
+    }
+    check(m->type == 0x1236 && irq_count[MSG_VECTOR] == a,
+          "message C: in the slot, no interrupt while the SINT is masked");
+    wrmsr(HV_X64_MSR_SINT0 + MSG_SINT, MSG_VECTOR);
+    check(wait_count(&irq_count[MSG_VECTOR], a + 1), "message C: SINT2 "
+          "interrupt once the SINT is unmasked");
+    m->type = 0;
+    wrmsr(HV_X64_MSR_EOM, 0);
+
+    /* auto-EOI: the handler does not EOI the APIC, the next one comes */
+    wrmsr(HV_X64_MSR_SINT0 + MSG_SINT, MSG_VECTOR | 1 << 17);
+    no_apic_eoi_vector = MSG_VECTOR;
+    a = irq_count[MSG_VECTOR];
+    check(post_message(0x1237, 'D') == 0 &&
+          wait_count(&irq_count[MSG_VECTOR], a + 1),
+          "auto-EOI SINT: message D interrupt");
+    m->type = 0;
+    wrmsr(HV_X64_MSR_EOM, 0);
+    check(post_message(0x1238, 'E') == 0 &&
+          wait_count(&irq_count[MSG_VECTOR], a + 2),
+          "auto-EOI SINT: message E interrupt without an APIC EOI for D");
+    m->type = 0;
+    wrmsr(HV_X64_MSR_EOM, 0);
+    no_apic_eoi_vector = 0;
+    wrmsr(HV_X64_MSR_SINT0 + MSG_SINT, MSG_VECTOR);
+    if (irq_count[MSG_VECTOR] < a + 2) {
+        /* the vector is stuck in service: EOI it for what follows */
+        *(volatile uint32_t *)(APIC_BASE + 0xb0) = 0;
+    }
+
     /* HvSignalEvent, fast: connection id in EBX:ECX */
     status = hypercall(0x005d | 1 << 16, EVT_CONN, 0);
     check((status & 0xffff) == 0, "HvSignalEvent: success");
@@ -400,6 +484,56 @@ void main(void)
     check(timer_msgs == a + 1 &&
           !(rdmsr(HV_X64_MSR_STIMER0_CONFIG) & 1),
           "stimer0: one-shot fires once and disables itself");
+
+    /* reference TSC page: scale and offset against the time ref counter */
+    {
+        struct hv_ref_tsc_page *pg = (struct hv_ref_tsc_page *)TSC_PAGE;
+        uint64_t r0, r1, page_ref;
+        int in_range = 1;
+
+        cpuid(0x40000003, &a, &b, &c, &d);
+        check(a & (1 << 9), "CPUID 0x40000003.EAX: reference TSC page");
+        wrmsr(HV_X64_MSR_REFERENCE_TSC, TSC_PAGE | 1);
+        check(rdmsr(HV_X64_MSR_REFERENCE_TSC) == (TSC_PAGE | 1),
+              "reference TSC MSR reads back");
+        check(pg->sequence != 0 && pg->sequence != 0xffffffff && pg->scale,
+              "reference TSC page: valid sequence and a scale");
+        for (b = 0; b < 100; b++) {
+            r0 = ref_time();
+            page_ref = mul_hi64(rdtsc(), pg->scale) + pg->offset;
+            r1 = ref_time();
+            if (page_ref < r0 || page_ref > r1) {
+                in_range = 0;
+                puts_serial("SYNIC-TEST: page ");
+                puthex(page_ref);
+                puts_serial(" MSR ");
+                puthex(r0);
+                puts_serial("..");
+                puthex(r1);
+                puts_serial("\n");
+                break;
+            }
+        }
+        check(in_range, "reference TSC page time lies between two reads of "
+              "the time reference counter (100 reads)");
+    }
+
+    /* synthetic timer 1, direct mode, periodic 1ms on DIRECT_VECTOR */
+    cpuid(0x40000003, &a, &b, &c, &d);
+    check(d & (1 << 19), "CPUID 0x40000003.EDX: stimer direct mode");
+    a = timer_msgs;
+    wrmsr(HV_X64_MSR_STIMER0_COUNT + 2, 10000);
+    wrmsr(HV_X64_MSR_STIMER0_CONFIG + 2,
+          1 << 12 | DIRECT_VECTOR << 4 | 2 | 1);
+    check(wait_count(&irq_count[DIRECT_VECTOR], 21), "stimer1 direct: 21 "
+          "periodic interrupts on its vector");
+    wrmsr(HV_X64_MSR_STIMER0_CONFIG + 2, 0);
+    t0 = direct_last - direct_first;
+    check(t0 >= 195000 && t0 < 20 * 10000 * 5, "stimer1 direct: 20 "
+          "periods take 20 ms of reference time or more (and not 5 times as "
+          "long)");
+    check(timer_msgs == a && msg_page[TIMER_SINT].type == 0,
+          "stimer1 direct: no timer message posted");
 
     if (failures) {
         puts_serial("SYNIC-TEST: FAILED\n");
