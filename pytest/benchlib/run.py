@@ -30,7 +30,7 @@ from .kernels import check_bzimage, variant_kernel
 from .profiles import Profile, all_profiles, get_profile
 from .report import Cell, not_ok, write
 from .variants import load as load_variant, known_variants
-from . import budgets, measure, throughput
+from . import budgets, entropy_report, measure, throughput
 
 # The workload of a matrix boot: the probe with a blocking reader, as an early
 # boot with one process waiting for randomness would have, then the guest stays
@@ -38,6 +38,10 @@ from . import budgets, measure, throughput
 # stock) or the cap, with the variant's kprobe trace set armed from boot.
 MATRIX_TASKS = ["probe", "until"]
 MATRIX_PROBE_FLAGS = "b"
+# The first boot of each matrix cell also captures 100,000 interrupt time stamps
+# after its final milestone (benchlib/entropy.py, about 10 s), for the entropy
+# table (benchlib/entropy_report.py).
+ENTROPY_TASK = "entropy_capture"
 DEFAULT_CAP_S = 300
 
 
@@ -59,6 +63,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="time-to-ready budgets per profile (default "
                              "vm-definitions/budgets.toml)")
     parser.add_argument("--no-budget", action="store_true", help="judge no time-to-ready budget")
+    parser.add_argument("--no-entropy", action="store_true",
+                        help="no interrupt time-stamp capture, no entropy table")
     parser.add_argument("--no-build", action="store_true", help="use the kernels as built")
     parser.add_argument("--no-throughput", action="store_true",
                         help="skip the getrandom() throughput comparison")
@@ -131,9 +137,10 @@ def main(argv: list[str]) -> int:
                 progress(f"{profile.name} × {variant}: skipped: {exc}")
                 return cell
             for n in range(1, boots + 1):
+                capture = [ENTROPY_TASK] if matrix and n == 1 and not args.no_entropy else []
                 request = BootRequest(profile=profile, variant=variant, kernel=kernel,
                                       initrd=paths.initramfs(), outdir=outdir / "boots",
-                                      accel=accel, tasks=tasks, params=params,
+                                      accel=accel, tasks=tasks + capture, params=params,
                                       timeout_s=args.timeout, trace=trace)
                 try:
                     record = boot(conn, request)
@@ -178,6 +185,12 @@ def main(argv: list[str]) -> int:
             "workload": f"tasks={','.join(MATRIX_TASKS)} probe={MATRIX_PROBE_FLAGS}",
             "kernels": {v: str(k) for v, k in kernels.items()}}
     print(write(outdir, cells, meta))
+    if not args.no_entropy:
+        text = entropy_report.table(r for c in cells for r in c.records
+                                    if ENTROPY_TASK in r.tasks)
+        print("\n" + text)
+        with (outdir / "report.txt").open("a") as report_txt:
+            report_txt.write("\n" + text + "\n")
     if bench_rows:
         text = throughput.table(bench_rows)
         print("\n" + text)
