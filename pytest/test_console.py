@@ -50,6 +50,15 @@ def follow(session: ConsoleSession, tasks: list[str]) -> list[str]:
 ALL_STAGES = ["kernel", "init", "task:probe", "task:kmsg", "done", "poweroff"]
 
 
+def assert_fails(session: ConsoleSession, tasks: list[str], message: str) -> None:
+    """Following the session must fail with a BootFailed that matches message."""
+    try:
+        with pytest.raises(BootFailed, match=message):
+            session.follow(stages(tasks))
+    finally:
+        session.close()
+
+
 def stages(tasks: list[str]) -> list[Stage]:
     return [dataclasses.replace(s, deadline_s=QUICK_S) for s in boot_stages(tasks, QUICK_S)][1:]
 
@@ -91,13 +100,8 @@ def test_console_panic_ends_the_boot_at_once(tmp_path: Path) -> None:
 def test_console_stall_names_the_stage_reached(tmp_path: Path) -> None:
     text = transcript("Linux version 6.1.192 (gcc)", "@@BENCH stage=init uptime=1.2",
                       *[f"{NOISE} {i}" for i in range(10)])
-    session = replay(tmp_path, text, then_sleep_s=60)
-    try:
-        with pytest.raises(BootFailed, match=r"no stage 'task:probe' within 5 s.*last stage "
-                                             r"reached: init"):
-            session.follow(stages(["probe"]))
-    finally:
-        session.close()
+    assert_fails(replay(tmp_path, text, then_sleep_s=60), ["probe"],
+                 r"no stage 'task:probe' within 5 s.*last stage reached: init")
 
 
 def test_console_whole_boot_deadline(tmp_path: Path) -> None:
@@ -138,13 +142,8 @@ def test_console_marker_inside_a_kernel_line_is_not_a_stage(tmp_path: Path) -> N
     text = transcript("[    0.000000] Linux version 6.1.192 (gcc)",
                       "@@BENCH stage=init uptime=1.2",
                       "[    1.500000] audit: comm=\"@@BENCH stage=task name=probe\"")
-    session = replay(tmp_path, text, then_sleep_s=60)
-    try:
-        with pytest.raises(BootFailed, match=r"no stage 'task:probe' within 5 s.*last stage "
-                                             r"reached: init"):
-            session.follow(stages(["probe"]))
-    finally:
-        session.close()
+    assert_fails(replay(tmp_path, text, then_sleep_s=60), ["probe"],
+                 r"no stage 'task:probe' within 5 s.*last stage reached: init")
 
 
 def test_console_death_string_in_pieces_is_whole(tmp_path: Path) -> None:
@@ -158,6 +157,21 @@ def test_console_death_string_in_pieces_is_whole(tmp_path: Path) -> None:
             session.follow(stages(["probe"]))
     finally:
         session.close()
+
+
+def test_console_closed_early_goes_on_from_the_console_log(tmp_path: Path) -> None:
+    """virsh console lost the guest's last lines, which QEMU wrote to the console
+    log: the stages are found there, after the markers the stream already showed."""
+    head = ["[    0.000000] Linux version 6.1.192 (gcc)", "@@BENCH stage=init uptime=1.2",
+            "@@BENCH stage=task name=probe uptime=1.3"]
+    tail = ["[    2.000000] random: crng init done", "@@BENCH stage=task name=kmsg uptime=2",
+            "@@BENCH stage=done uptime=2.1", "[    2.200000] reboot: Power down"]
+    (tmp_path / "console.log").write_text(transcript(*head, *tail))
+    assert follow(replay(tmp_path, transcript(*head)), ["probe", "kmsg"]) == ALL_STAGES
+    # A log that does not hold what the stream showed is not trusted.
+    (tmp_path / "console.log").write_text(transcript(*head[:2], *tail))
+    with pytest.raises(BootFailed, match="console closed before stage 'task:kmsg'"):
+        follow(replay(tmp_path, transcript(*head)), ["probe", "kmsg"])
 
 
 def test_console_may_close_after_the_last_task_only(tmp_path: Path) -> None:

@@ -13,15 +13,12 @@ kernel broken on purpose (kernel/patches/test-crng-*), where it must fail.
 """
 from __future__ import annotations
 
-import functools
-
 import pytest
 
-from benchlib import crngcheck
+from benchlib import crngcheck, tracedboot
 from benchlib.crngstate import parse_crng_state
 from benchlib.profiles import profiles_with, quiet_profiles
 from benchlib.record import BootRecord
-from benchlib.variants import load
 
 VARIANT = "crng"
 # Profiles (by capability) where interrupts are the only entropy source (states 1
@@ -36,39 +33,26 @@ NUMA = profiles_with(numa_nodes=2, hyperv=False)
 # ticks fast-load states 1 and 2 before any kprobe is armed, so only the checks
 # that need no traced fast load run there.
 HYPERV_INTERRUPT_ONLY = profiles_with(interrupt_only=True, hyperv=True)
-# Console noise once the probe is in flight, written as fast as the UART takes it
-# until state 3 stops it (about 7,000 lines give 128 credited bits at count/64 per
-# 1024-interrupt spill): a bound, not a target.
-NOISE_LINES = 100000
-# How long a boot may wait for state 3 (the report measures idle guests).
-UNTIL_CAP_S = 120
-PROBE_TIMEOUT_S = 60
 # Negative controls: waiters sleep until 3; fast loads at 16 interrupts and the
 # reseed to 3 at 64 bits.
 RFCWAKE = "test-crng-rfcwake"
 LOWTHRESH = "test-crng-lowthresh"
 
 
+CRNG_TASKS = ("probe", "until", "reseed", "crngstate")
+
+
 def crng_run(boot_guest, profile: str, variant: str = VARIANT,
-             tasks: tuple[str, ...] = ("probe", "until", "reseed", "crngstate"),
-             noise: int = NOISE_LINES, noise_gap: str = "0") -> BootRecord:
+             tasks: tuple[str, ...] = CRNG_TASKS, noise: int = tracedboot.NOISE_LINES,
+             noise_gap: str = "0") -> BootRecord:
     """One traced boot: the probe first, then (with noise) up to state 3."""
-    return boot_guest(profile, tasks=list(tasks), variant=variant, trace=load(variant).trace,
-                      params={"probe": "bi", "noise_bg": str(noise), "noise_gap": noise_gap,
-                              "until": load(variant).until_pattern(),
-                              "until_cap": str(UNTIL_CAP_S)},
-                      timeout_s=PROBE_TIMEOUT_S)
+    return tracedboot.traced_boot(boot_guest, profile, variant, tasks, noise, noise_gap)
 
 
 @pytest.fixture(scope="module")
 def crng_boot(boot_guest, bench_variant):
     """crng_boot(profile, variant="crng") -> the record of one traced boot (cached)."""
-
-    @functools.cache
-    def _boot(profile: str, variant: str = VARIANT) -> BootRecord:
-        return crng_run(boot_guest, profile, bench_variant(variant))
-
-    return _boot
+    return tracedboot.cached(boot_guest, bench_variant, VARIANT, CRNG_TASKS)
 
 
 # ---- States ------------------------------------------------------------------

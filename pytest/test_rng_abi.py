@@ -7,7 +7,6 @@ must keep all of it. The guest side is fixtures/rngabi.c; a check it did not
 report is a failure, as a failed one is."""
 from __future__ import annotations
 
-import pytest
 
 PROFILE = "tcg-virtio-rng"     # ready at once in every variant: nothing blocks
 PRIVILEGED = ("RNDADDTOENTCNT", "RNDADDENTROPY", "RNDZAPENTCNT", "RNDCLEARPOOL",

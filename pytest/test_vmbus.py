@@ -36,6 +36,7 @@ PROFILES = profiles_with(hyperv=True, interrupt_only=True)
 MESSAGE_MODE = profiles_with(hyperv=True, interrupt_only=True, stimer_mode="message")
 TSC_PAGE = profiles_with(hyperv=True, interrupt_only=True, reference_tsc=True)
 NEGATIVE_CONTROL = "test-novmbus"
+LRNG_NEGATIVE_CONTROL = "test-lrng-fullbit"
 # Seconds the kprobes stay armed; the synthetic timer ticks through vmbus_isr.
 WINDOW_S = 3
 # At HZ=100 the tick alone spills ~100 interrupts a CPU at each 1 s flush, too few
@@ -148,6 +149,17 @@ def test_vmbus_negative_control_without_the_hook_fails(vmbus_boot, profile: str,
     assert hyp_growth(s) > 0, "the negative control's guest had no HYP interrupts at all"
     with pytest.raises(AssertionError, match="no add_interrupt_randomness call from vmbus_isr"):
         assert_vmbus_isr_feeds_rng(s)
+
+
+@pytest.mark.parametrize("profile", MESSAGE_MODE)
+def test_vmbus_lrng_negative_control_fullbit_fails_the_credit_rule(vmbus_boot, profile: str,
+                                                                    bench_variant) -> None:
+    """The LRNG's crediting check, on a kernel that credits a full bit per interrupt
+    on purpose (test-lrng-fullbit): the interrupts vmbus_isr hands on are credited
+    256/256, not the seed's 256/288, and the check must say so."""
+    record = vmbus_boot(profile, bench_variant(LRNG_NEGATIVE_CONTROL))
+    with pytest.raises(AssertionError, match="not the seed's"):
+        CREDIT_RULES[record.spec().credit_rule].check(sections(record))
 
 
 # Save/restore: the guest sleeps through a window this long and is saved and

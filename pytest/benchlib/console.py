@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import time
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Optional
 
@@ -46,6 +47,9 @@ DEATH_WINDOW_CHARS = 4096
 CLEAN_TEXT_CHARS = 1 << 20
 # How much of the kernel's lines is kept for a stage that is a kernel message.
 KERNEL_TEXT_CHARS = 65536
+# How long the console log may take to be complete once the console closed.
+LOG_SETTLE_S = 3.0
+LOG_POLL_S = 0.3
 # How long a death string's line may take to be complete (its message is cut there).
 DEATH_LINE_WAIT_S = 1.0
 # One read from the console waits at most this long, so deadlines are kept.
@@ -93,6 +97,19 @@ def boot_stages(tasks: list[str], task_deadline_s: float, cap_s: Optional[float]
     return stages
 
 
+def _settled_text(path: Path) -> str:
+    """A log file's text once its writer (virtlogd) has stopped adding to it."""
+    deadline = time.monotonic() + LOG_SETTLE_S
+    size = -1
+    while time.monotonic() < deadline:
+        now = path.stat().st_size if path.exists() else -1
+        if now == size:
+            break
+        size = now
+        time.sleep(LOG_POLL_S)
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
 class ConsoleSession:
     """Follow one guest's console through its stages, recording host times."""
 
@@ -109,6 +126,8 @@ class ConsoleSession:
         self._clean = ""      # the rest: where stage markers are looked for
         self._kernel = ""     # the kernel lines cut out of it
         self._eof = False
+        self._markers: list[re.Pattern[str]] = []   # the stage markers matched so far
+        self._log_read = False
 
     def follow(self, stages: list[Stage], total_s: Optional[float] = None) -> None:
         """Wait for each stage in turn; total_s bounds the whole boot as well."""
@@ -130,6 +149,9 @@ class ConsoleSession:
             if death is not None:
                 raise BootFailed(f"guest {self.name}: '{death}' before stage "
                                  f"'{stage.name}'", self.stage, self.console_log)
+            if self._eof and not self._log_read:
+                self._continue_from_log()
+                continue
             if self._eof:
                 if pattern is None:
                     break
@@ -156,9 +178,29 @@ class ConsoleSession:
         match = pattern.search(self._clean)
         if match:
             self._clean = self._clean[match.end():]
+            self._markers.append(pattern)
             return True
         self._clean = self._clean[-CLEAN_TEXT_CHARS:]
         return False
+
+    def _continue_from_log(self) -> None:
+        """The console closed: `virsh console` can lose the last bytes of a guest
+        that powers off, though QEMU wrote them to the console log. Go on from the
+        log, after the markers already matched: its stage markers and death strings
+        count as the stream's would have."""
+        self._log_read = True
+        text = _settled_text(Path(self.console_log))
+        if not text:
+            return
+        clean = KERNEL_LINE.sub("", text)
+        position = 0
+        for marker in self._markers:
+            match = marker.search(clean, position)
+            if match is None:
+                return      # the log does not hold what the stream showed: trust neither
+            position = match.end()
+        self._clean = clean[position:]
+        self._raw = text[-DEATH_WINDOW_CHARS:]
 
     def _read(self, timeout_s: float) -> None:
         """One chunk from the console (or nothing within timeout_s), sorted."""

@@ -75,6 +75,11 @@ class Cell:
             except BadKernel as exc:
                 return f"no data: {exc}"
             if measure.ready_printk(record) is None:
+                if record.probe_event("nonblock_first"):
+                    # The probe looked and the RNG never got ready: a measurement
+                    # (an idle guest without entropy), but not a usable cell.
+                    return (f"not ready: no {ready} in {record.name}, whose probe saw the RNG "
+                            f"not ready to the end ({record.data_log})")
                 return f"no data: no {ready} in {record.name} ({record.data_log})"
             if measure.irqs_to_ready(record) is None:
                 return f"no data: no kprobe trace in {record.name} ({record.data_log})"

@@ -1,0 +1,237 @@
+"""Checks of the lrng variant, from the kernel log, /proc/crypto and the kprobe trace.
+
+Functions, not tests, so the tests can run them on the lrng kernel and, expecting
+a failure, on the negative control (test-lrng-fullbit).
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+from .record import BootRecord
+from .trace import TRACE_TASK, TraceEvent, trace_of
+
+# The seed's numbers (kernel/patches/lrng): the primary DRBG's stages, by the
+# trace's stage number, and the interrupts each needs in the pool: a pool word
+# (32), 112 bits rounded up to whole words (128), 256 bits at 256/288 bits per
+# interrupt (288).
+STAGE_NAMES = {1: "initially seeded", 2: "minimally seeded", 3: "fully seeded"}
+STAGE_INTERRUPTS = {1: 32, 2: 128, 3: 288}
+SECONDARY_SEEDED = re.compile(r"^lrng: secondary DRBG on node (\d+) fully seeded$")
+DRBG_KAT_PASSED = "lrng: DRBG known-answer test passed"
+# /proc/crypto: one block per algorithm implementation, "key : value" lines.
+CRYPTO_FIELD = re.compile(r"^(\w+)\s*:\s*(.*)$")
+SELFTEST_PASSED = "passed"
+
+
+# fixtures/trace-lrng's events: an interrupt credited (icred, with the pool's count),
+# the pool read out to seed the primary DRBG (cred, the bits it gave).
+CREDITED = "icred"
+POOL_READ = "cred"
+
+
+def trace(record: BootRecord) -> list[TraceEvent]:
+    events = trace_of(record.finished_task(TRACE_TASK).sections())
+    assert events, f"the kprobe trace is empty ({record.data_log})"
+    return events
+
+
+# ---- Stage thresholds ----------------------------------------------------------------
+
+# The pool is read out in whole 32-bit words of folded bits: a read uses a multiple
+# of this many interrupts (drivers/char/lrng.c, lrng_get_pool()).
+POOL_WORD_BITS = 32
+# Bits the LRNG credits per interrupt, as num/den of the seed (256/288).
+CREDIT_NUM, CREDIT_DEN = 256, 288
+# Interrupts on two CPUs can be credited while a read is in flight: the series'
+# pool counter and the trace's count may differ by this many at a read.
+IN_FLIGHT = 2
+
+
+@dataclass(frozen=True)
+class Window:
+    """The interrupts that went into the pool between two reads of it."""
+    stage: int              # the stage the read at the end of the window gave
+    t: float                # that read's time
+    entered: int            # add_interrupt_randomness() entries seen (kprobe air)
+    stuck: int              # of which the stuck test rejected (kprobe stuck)
+    carried: Optional[int]  # interrupts the previous read left in the pool (None:
+    #                         unknown, the previous read's pool held interrupts
+    #                         from before the trace)
+    pool: Optional[int]     # the series' own count at the read (kprobe icred events=)
+    used: int               # interrupts the read took, by the bits it returned
+
+    @property
+    def counted(self) -> Optional[int]:
+        """Interrupts in the pool at the read, by the trace's own count."""
+        return None if self.carried is None else self.entered - self.stuck + self.carried
+
+    def __str__(self) -> str:
+        counted = "?" if self.counted is None else self.counted
+        return (f"{STAGE_NAMES[self.stage]} at {self.t:.3f} s: {counted} interrupts in the "
+                f"pool by the trace ({self.entered} entered, {self.stuck} stuck, "
+                f"{'?' if self.carried is None else self.carried} carried over), "
+                f"{'?' if self.pool is None else self.pool} by the series, {self.used} used")
+
+
+def interrupts_used(bits: int) -> int:
+    """Interrupts a read took for the bits it returned (whole pool words)."""
+    irqs = -(-bits * CREDIT_DEN // CREDIT_NUM)
+    return -(-irqs // POOL_WORD_BITS) * POOL_WORD_BITS
+
+
+def assert_each_entry_credited_or_stuck(events: list[TraceEvent]) -> None:
+    """Every interrupt that entered the LRNG was, on its CPU and before that CPU's
+    next one, either credited once or rejected as stuck: nothing else."""
+    pending: dict[int, float] = {}
+    for e in events:
+        if e.event == "air":
+            assert e.cpu not in pending, (
+                f"interrupt on CPU {e.cpu} at {pending[e.cpu]} s neither credited nor stuck "
+                f"before the next one at {e.t} s")
+            pending[e.cpu] = e.t
+        elif e.event in (CREDITED, "stuck"):
+            assert pending.pop(e.cpu, None) is not None, (
+                f"{e.event} on CPU {e.cpu} at {e.t} s without an interrupt entering")
+
+
+def windows(events: list[TraceEvent]) -> list[Window]:
+    """One window per stage the trace saw, ending at the pool read whose seeding
+    printed it; reads that gave no stage carry their leftovers on."""
+    found: list[Window] = []
+    entered = stuck = 0
+    carried: Optional[int] = None       # before the first read: from before the trace
+    pool: Optional[int] = None          # the series' count, once an icred event told it
+    last_read: Optional[Window] = None
+    for e in events:
+        if e.event == "air":
+            entered += 1
+        elif e.event == "stuck":
+            stuck += 1
+        elif e.event == CREDITED:
+            pool = e.int("events")
+        elif e.event == POOL_READ:
+            used = interrupts_used(e.int("bits"))
+            last_read = Window(0, e.t, entered, stuck, carried, pool, used)
+            carried = None if pool is None else max(pool - used, 0)
+            entered = stuck = 0
+            pool = None
+        elif e.event == "stage" and last_read is not None:
+            found.append(dataclasses.replace(last_read, stage=e.int("stage")))
+    return found
+
+
+def assert_stage_thresholds(record: BootRecord) -> list[Window]:
+    """From the trace: every interrupt was credited once or rejected as stuck; the
+    stages came in order, each once; each stage's read took a pool that held the
+    seed's number of non-stuck interrupts (32, 128, 288). Where the trace can count
+    the pool itself (every interrupt since a read whose pool count is known), its
+    count must equal the series' own and meet the threshold; fully seeded must be
+    such a window. Elsewhere (interrupts from before the trace) the series' count
+    must meet it and not be below the trace's."""
+    events = trace(record)
+    assert_each_entry_credited_or_stuck(events)
+    found = windows(events)
+    assert found, f"no stage of the primary DRBG in the trace ({record.data_log})"
+    stages = [w.stage for w in found]
+    assert stages == sorted(set(stages)), f"stages in the trace: {stages}"
+    for w in found:
+        need = STAGE_INTERRUPTS[w.stage]
+        if w.counted is not None:
+            assert w.pool is not None and abs(w.pool - w.counted) <= IN_FLIGHT, (
+                f"the series' pool count is not the trace's: {w}")
+            have = w.counted
+        else:
+            assert w.stage != max(STAGE_INTERRUPTS), (
+                f"the trace cannot count the interrupts behind {STAGE_NAMES[w.stage]}: {w}")
+            have = max(w.pool or 0, w.used)
+            assert have >= w.entered - w.stuck - IN_FLIGHT, (
+                f"the series counted fewer interrupts than the trace saw enter: {w}")
+        assert have >= need, (
+            f"{STAGE_NAMES[w.stage]} after {have} non-stuck interrupts, below the seed's "
+            f"{need}: {w}")
+    assert max(stages) == max(STAGE_INTERRUPTS), (
+        f"the trace saw stages {stages}, not {STAGE_NAMES[max(STAGE_INTERRUPTS)]}")
+    return found
+
+
+# ---- NUMA ---------------------------------------------------------------------------
+
+def assert_secondaries_seeded(record: BootRecord, nodes: int) -> None:
+    """Every node's secondary DRBG announced itself fully seeded, once."""
+    seeded = [int(m.group(1)) for _, text in record.kmsg()
+              if (m := SECONDARY_SEEDED.search(text))]
+    assert sorted(seeded) == list(range(nodes)), (
+        f"secondary DRBGs fully seeded on nodes {seeded}, not each of 0..{nodes - 1} once "
+        f"({record.data_log})")
+
+
+def lrng_state(lines: list[str]) -> dict[str, dict[str, str] | str]:
+    """/sys/kernel/debug/lrng/state: "key: value" lines; the per-node and per-CPU
+    lines ("node0: fully_seeded=1 ...", "cpu1: node=1 last_served_by_node=1")
+    become {"k": "v"} dicts under their key."""
+    state: dict[str, dict[str, str] | str] = {}
+    for line in lines:
+        key, sep, value = line.partition(": ")
+        if not sep:
+            continue
+        if re.fullmatch(r"(node|cpu)\d+", key):
+            state[key] = dict(word.split("=", 1) for word in value.split() if "=" in word)
+        else:
+            state[key] = value.strip()
+    return state
+
+
+def assert_reads_served_by_own_node(record: BootRecord, nodes: int) -> None:
+    """Reads pinned to each CPU were served by the secondary DRBG of that CPU's node,
+    whose generate calls grew; the CPUs cover every node."""
+    sections = record.finished_task("lrngnoderead").sections()
+    cpus = sorted(int(title.split("cpu")[1]) for title in sections if title.startswith("after"))
+    assert cpus, f"no pinned read reported ({record.data_log})"
+    served = {}
+    for cpu in cpus:
+        before = lrng_state(sections[f"before cpu{cpu}"])
+        after = lrng_state(sections[f"after cpu{cpu}"])
+        line = after[f"cpu{cpu}"]
+        assert isinstance(line, dict)
+        node, by = int(line["node"]), int(line["last_served_by_node"])
+        assert by == node, f"a read pinned to CPU {cpu} (node {node}) was served by node {by}"
+        calls = [int(s[f"node{node}"]["generate_calls"])  # type: ignore[index]
+                 for s in (before, after)]
+        assert calls[1] > calls[0], (
+            f"node {node}'s secondary DRBG generated nothing for CPU {cpu}'s read: {calls}")
+        served[cpu] = node
+    assert sorted(set(served.values())) == list(range(nodes)), (
+        f"CPUs and the nodes that served them: {served}; expected every node 0..{nodes - 1}")
+
+
+# ---- DRBG ---------------------------------------------------------------------------
+
+def crypto_algorithms(lines: list[str]) -> list[dict[str, str]]:
+    """/proc/crypto as one dict per algorithm implementation."""
+    blocks: list[dict[str, str]] = [{}]
+    for line in lines:
+        match = CRYPTO_FIELD.match(line.strip())
+        if match:
+            blocks[-1][match.group(1)] = match.group(2).strip()
+        elif not line.strip() and blocks[-1]:
+            blocks.append({})
+    return [b for b in blocks if b]
+
+
+def assert_drbg_self_tests(record: BootRecord) -> None:
+    """The series' known-answer test of its HMAC DRBG passed at boot, and the crypto
+    manager's self-tests passed for every DRBG the kernel registered."""
+    texts = [text for _, text in record.kmsg()]
+    assert DRBG_KAT_PASSED in texts, (
+        f"no '{DRBG_KAT_PASSED}' in the kernel log ({record.data_log})")
+    failed = [t for t in texts if t.startswith("alg: ") and "fail" in t]
+    assert not failed, f"crypto self-test failures: {failed}"
+    drbgs = [a for a in crypto_algorithms(record.finished_task("crypto").lines)
+             if "drbg" in a.get("driver", "")]
+    assert drbgs, f"/proc/crypto lists no DRBG ({record.data_log})"
+    untested = [f"{a['driver']}: selftest {a.get('selftest')}" for a in drbgs
+                if a.get("selftest") != SELFTEST_PASSED]
+    assert not untested, f"DRBG self-tests not passed: {untested}"

@@ -1,0 +1,113 @@
+"""The lrng variant: Stephan Müller's 2016 LRNG on 6.1 (kernel/patches/lrng).
+
+Each interrupt's time stamp that passes the stuck test is folded to one bit into
+the pool and credited 256/288 bits; the primary DRBG is initially seeded from 32
+interrupts, minimally seeded at 112 bits (128 interrupts), fully seeded at 256 bits
+(288 interrupts); fully seeded is 6.1's "ready". Per-node secondary DRBGs serve
+the callers.
+
+Evidence comes from outside the series: the kernel log's order (the probe's
+/dev/kmsg markers against the stage messages) and a kprobe trace armed on the
+kernel command line (fixtures/trace-lrng). The probe runs before anything in the
+guest writes to a tty, so the stages are there to be seen; each boot stays up
+until fully seeded (console noise, started once the probe's early calls are in
+flight, supplies the interrupts). The headline crediting check also runs on
+test-lrng-fullbit, a kernel that credits a full bit per interrupt, where it must
+fail. The ABI tests (test_rng_abi.py) and the VMBus tests (test_vmbus.py) run for
+lrng as for every variant.
+"""
+from __future__ import annotations
+
+import pytest
+
+from benchlib import lrngcheck, milestones, tracedboot
+from benchlib.ordering import (assert_nonblock_eagain_until_ready, blocking_return_time,
+                               ready_position)
+from benchlib.profiles import get_profile, profiles_with, quiet_profiles
+from benchlib.record import BootRecord
+
+VARIANT = "lrng"
+FULLBIT = "test-lrng-fullbit"
+INTERRUPT_ONLY = profiles_with(interrupt_only=True, hyperv=False)
+HYPERV_INTERRUPT_ONLY = profiles_with(interrupt_only=True, hyperv=True)
+DIRECT_SEED = profiles_with(interrupt_only=False, hyperv=False, numa_nodes=1)
+QUIET = quiet_profiles()
+NUMA = profiles_with(numa_nodes=2, hyperv=False)
+LRNG_TASKS = ("probe", "until", "lrngstate", "crypto")
+
+
+@pytest.fixture(scope="module")
+def lrng_boot(boot_guest, bench_variant):
+    """lrng_boot(profile, variant="lrng") -> the record of one traced boot (cached)."""
+    return tracedboot.cached(boot_guest, bench_variant, VARIANT, LRNG_TASKS)
+
+
+def ready(record: BootRecord) -> tuple[int, float]:
+    spec = record.spec()
+    return ready_position(record, spec.pattern(spec.ready).search, spec.ready)
+
+
+# ---- Stages --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("profile", INTERRUPT_ONLY + HYPERV_INTERRUPT_ONLY + DIRECT_SEED)
+def test_lrng_stages_printed_in_order(lrng_boot, profile: str) -> None:
+    record = lrng_boot(profile)
+    milestones.assert_in_order(record,
+                               all_required=profile in INTERRUPT_ONLY + HYPERV_INTERRUPT_ONLY)
+
+
+# ---- Who blocks --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("profile", QUIET)
+def test_lrng_nonblock_eagain_until_fully_seeded(lrng_boot, profile: str) -> None:
+    record = lrng_boot(profile)
+    first_call = record.probe_event("nonblock_first")
+    assert first_call, f"the probe made no GRND_NONBLOCK call ({record.data_log})"
+    assert first_call["errno"] == "EAGAIN", (
+        f"the first GRND_NONBLOCK call at {first_call['t']} s already succeeded: the probe "
+        "never saw the LRNG before it was fully seeded")
+    assert_nonblock_eagain_until_ready(record, ready(record), record.spec().ready)
+
+
+@pytest.mark.parametrize("profile", QUIET)
+def test_lrng_blocking_getrandom_returns_at_fully_seeded(lrng_boot, profile: str) -> None:
+    record = lrng_boot(profile)
+    killed = record.probe_event("blocking_timeout")
+    assert not killed, f"blocking getrandom() was still blocked at the probe's limit: {killed}"
+    blocking_return_time(record, ready(record), record.spec().ready, must_start_before=True)
+
+
+# ---- Crediting, seen by kprobes -----------------------------------------------------------
+
+@pytest.mark.parametrize("profile", INTERRUPT_ONLY)
+def test_lrng_stage_thresholds_from_the_trace(lrng_boot, profile: str) -> None:
+    windows = lrngcheck.assert_stage_thresholds(lrng_boot(profile))
+    print(f"\n{profile}: " + "; ".join(str(w) for w in windows))
+
+
+def test_lrng_negative_control_fullbit_fails_the_thresholds(lrng_boot) -> None:
+    """A full bit per interrupt, on purpose: fully seeded comes 32 interrupts early."""
+    record = lrng_boot(QUIET[0], FULLBIT)
+    with pytest.raises(AssertionError, match="fully seeded after"):
+        lrngcheck.assert_stage_thresholds(record)
+
+
+# ---- NUMA ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("profile", NUMA)
+def test_lrng_numa_secondaries_seeded_and_serve_their_node(boot_guest, bench_variant,
+                                                           profile: str) -> None:
+    nodes = get_profile(profile).caps.numa_nodes
+    # Wait for the last node's secondary DRBG to be seeded, then read on each CPU.
+    last_node = f"lrng: secondary DRBG on node {nodes - 1} fully seeded".replace(" ", ".")
+    record = boot_guest(profile, tasks=["until", "lrngnoderead"], variant=bench_variant(VARIANT),
+                        params={"until": last_node, "until_cap": str(tracedboot.UNTIL_CAP_S),
+                                "noise_bg": str(tracedboot.NOISE_LINES), "noise_gap": "0"})
+    lrngcheck.assert_secondaries_seeded(record, nodes)
+    lrngcheck.assert_reads_served_by_own_node(record, nodes)
+
+
+# ---- DRBG ---------------------------------------------------------------------------------
+
+def test_lrng_drbg_known_answer_and_crypto_selftests(lrng_boot) -> None:
+    lrngcheck.assert_drbg_self_tests(lrng_boot(QUIET[0]))
