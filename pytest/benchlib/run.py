@@ -30,7 +30,7 @@ from .kernels import check_bzimage, variant_kernel
 from .profiles import Profile, all_profiles, get_profile
 from .report import Cell, not_ok, write
 from .variants import load as load_variant, known_variants
-from . import budgets, entropy_report, measure, throughput
+from . import budgets, entropy_plots, entropy_report, measure, throughput
 
 # The workload of a matrix boot: the probe with a blocking reader, as an early
 # boot with one process waiting for randomness would have, then the guest stays
@@ -186,8 +186,13 @@ def main(argv: list[str]) -> int:
             "kernels": {v: str(k) for v, k in kernels.items()}}
     print(write(outdir, cells, meta))
     if not args.no_entropy:
-        text = entropy_report.table(r for c in cells for r in c.records
-                                    if ENTROPY_TASK in r.tasks)
+        captured = [r for c in cells for r in c.records if ENTROPY_TASK in r.tasks]
+        text = entropy_report.table(captured)
+        try:
+            plots = entropy_plots.plot(captured, outdir)
+            text += "\n\nPlots: " + " ".join(p.name for p in plots)
+        except ImportError as exc:
+            text += f"\n\nPlots not made: {exc} (scripts/setup.sh installs python3-matplotlib)"
         print("\n" + text)
         with (outdir / "report.txt").open("a") as report_txt:
             report_txt.write("\n" + text + "\n")
