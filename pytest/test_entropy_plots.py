@@ -1,4 +1,4 @@
-"""The entropy report's plots, from a synthetic boot folder: no hypervisor needed.
+"""The entropy report's plots and findings, from synthetic data: no hypervisor needed.
 A profile's PNG is made from the boot's samples and its kprobe trace (credited bits
 against interrupts × the measured min-entropy), with the milestone marked."""
 from __future__ import annotations
@@ -8,6 +8,7 @@ import random
 from pathlib import Path
 
 from benchlib import entropy, entropy_plots
+from benchlib.entropy_report import EntropyCell
 from benchlib.record import BootRecord, TaskOutput
 
 PNG_MAGIC = b"\x89PNG"
@@ -57,3 +58,15 @@ def test_entropy_plot_curves_stop_at_the_capture(tmp_path: Path) -> None:
     _, credited, _, measured = curves
     assert credited == [0.0, 128.0, 256.0]
     assert measured[-1] == 40 * 6.5 and len(measured) == 41
+
+
+def test_entropy_report_flags_credit_above_the_measured_entropy() -> None:
+    """A variant crediting more per interrupt than was measured is a finding, in
+    words; one crediting less is not; a deterministic profile always is."""
+    over = EntropyCell("tcg-quiet", "lrng", min_entropy=[0.5], credit_per_irq=256 / 288)
+    under = EntropyCell("tcg-quiet", "stock", min_entropy=[6.5], credit_per_irq=1 / 64)
+    icount = EntropyCell("tcg-icount", "stock", min_entropy=[0.016], credit_per_irq=1 / 64,
+                         deterministic=True)
+    assert any("over-credited" in f for f in over.findings()), over.findings()
+    assert not under.findings()
+    assert any("credit for entropy that is not there" in f for f in icount.findings())
