@@ -186,3 +186,20 @@ def test_console_may_close_after_the_last_task_only(tmp_path: Path) -> None:
     session = replay(tmp_path, transcript(*head))
     with pytest.raises(BootFailed, match="console closed before stage 'task:kmsg'"):
         follow(session, ["probe", "kmsg"])
+
+
+def test_console_log_fallback_ignores_virsh_own_lines(tmp_path: Path) -> None:
+    """virsh's "Connected to domain" is not in QEMU's console log: going on from the
+    log aligns on the guest's own markers only."""
+    head = ["Connected to domain 'bench-replay'", "[    0.000000] Linux version 6.1.192 (gcc)"]
+    rest = ["@@BENCH stage=init uptime=1.2", "@@BENCH stage=task name=probe uptime=1.3",
+            "@@BENCH stage=task name=kmsg uptime=2", "@@BENCH stage=done uptime=2.1",
+            "[    2.200000] reboot: Power down"]
+    (tmp_path / "console.log").write_text(transcript(*head[1:], *rest))
+    session = replay(tmp_path, transcript(*head))
+    try:
+        session.follow([dataclasses.replace(s, deadline_s=QUICK_S)
+                        for s in boot_stages(["probe", "kmsg"], QUICK_S)])
+    finally:
+        session.close()
+    assert list(session.reached) == ["attached", *ALL_STAGES]

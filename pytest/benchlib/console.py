@@ -47,9 +47,10 @@ DEATH_WINDOW_CHARS = 4096
 CLEAN_TEXT_CHARS = 1 << 20
 # How much of the kernel's lines is kept for a stage that is a kernel message.
 KERNEL_TEXT_CHARS = 65536
-# How long the console log may take to be complete once the console closed.
-LOG_SETTLE_S = 3.0
-LOG_POLL_S = 0.3
+# The console log is polled this often once the console closed.
+LOG_POLL_S = 0.2
+# The kernel's last line when the guest powers off: the console log ends there.
+POWER_DOWN = re.compile(r"reboot: (Power down|Restarting system)")
 # How long a death string's line may take to be complete (its message is cut there).
 DEATH_LINE_WAIT_S = 1.0
 # One read from the console waits at most this long, so deadlines are kept.
@@ -67,6 +68,8 @@ class Stage:
     # and `virsh console` can lose its last bytes when the domain goes away. The
     # data channel decides then (the kmsg dump, the last task, must be whole).
     may_close: bool = False
+    # Printed by the guest, so also in QEMU's console log (not virsh's own lines).
+    from_guest: bool = True
 
 
 def boot_stages(tasks: list[str], task_deadline_s: float, cap_s: Optional[float] = None,
@@ -77,7 +80,7 @@ def boot_stages(tasks: list[str], task_deadline_s: float, cap_s: Optional[float]
     deadline (a probe boot that must answer quickly)."""
     deadlines = deadlines or {}
     stages = [
-        Stage("attached", r"Connected to domain", 60),
+        Stage("attached", r"Connected to domain", 60, from_guest=False),
         # Firmware + decompression: a guest on an unusable accelerator stalls here.
         Stage("kernel", r"Linux version \S+", 60, kernel_line=True),
         Stage("init", r"@@BENCH stage=init\b", 120),
@@ -97,19 +100,6 @@ def boot_stages(tasks: list[str], task_deadline_s: float, cap_s: Optional[float]
     return stages
 
 
-def _settled_text(path: Path) -> str:
-    """A log file's text once its writer (virtlogd) has stopped adding to it."""
-    deadline = time.monotonic() + LOG_SETTLE_S
-    size = -1
-    while time.monotonic() < deadline:
-        now = path.stat().st_size if path.exists() else -1
-        if now == size:
-            break
-        size = now
-        time.sleep(LOG_POLL_S)
-    return path.read_text(errors="replace") if path.exists() else ""
-
-
 class ConsoleSession:
     """Follow one guest's console through its stages, recording host times."""
 
@@ -127,7 +117,8 @@ class ConsoleSession:
         self._kernel = ""     # the kernel lines cut out of it
         self._eof = False
         self._markers: list[re.Pattern[str]] = []   # the stage markers matched so far
-        self._log_read = False
+        self._following_log = False   # the console closed: reading the console log
+        self._log_offset = 0
 
     def follow(self, stages: list[Stage], total_s: Optional[float] = None) -> None:
         """Wait for each stage in turn; total_s bounds the whole boot as well."""
@@ -143,15 +134,12 @@ class ConsoleSession:
         while True:
             # The stage first: a marker that made it out came before any death
             # string in the same chunk (after a death, the init prints nothing).
-            if pattern is not None and self._take(pattern, stage.kernel_line):
+            if pattern is not None and self._take(pattern, stage):
                 break
             death = self._death()
             if death is not None:
                 raise BootFailed(f"guest {self.name}: '{death}' before stage "
                                  f"'{stage.name}'", self.stage, self.console_log)
-            if self._eof and not self._log_read:
-                self._continue_from_log()
-                continue
             if self._eof:
                 if pattern is None:
                     break
@@ -167,10 +155,10 @@ class ConsoleSession:
         self.stage = stage.name
         self.reached[stage.name] = round(time.monotonic() - self.started, 3)
 
-    def _take(self, pattern: re.Pattern[str], kernel_line: bool) -> bool:
+    def _take(self, pattern: re.Pattern[str], stage: Stage) -> bool:
         """Consume the text up to the pattern's first match, if there is one: in
         the kernel lines for a kernel message, else in the clean view."""
-        if kernel_line:
+        if stage.kernel_line:
             match = pattern.search(self._kernel)
             if match:
                 self._kernel = self._kernel[match.end():]
@@ -178,39 +166,68 @@ class ConsoleSession:
         match = pattern.search(self._clean)
         if match:
             self._clean = self._clean[match.end():]
-            self._markers.append(pattern)
+            if stage.from_guest:
+                self._markers.append(pattern)
             return True
         self._clean = self._clean[-CLEAN_TEXT_CHARS:]
         return False
 
-    def _continue_from_log(self) -> None:
-        """The console closed: `virsh console` can lose the last bytes of a guest
-        that powers off, though QEMU wrote them to the console log. Go on from the
-        log, after the markers already matched: its stage markers and death strings
-        count as the stream's would have."""
-        self._log_read = True
-        text = _settled_text(Path(self.console_log))
-        if not text:
-            return
+    def _follow_log_instead(self) -> None:
+        """The console closed: `virsh console` can drop its stream (or its last
+        bytes) while QEMU goes on writing the console log. Go on from the log,
+        after the markers already matched, and keep reading it as it grows; it
+        ends with the kernel's power-down line. A log that does not hold what the
+        stream showed is not trusted: the console is closed then."""
+        path = Path(self.console_log)
+        data = path.read_bytes() if path.exists() else b""
+        text = data.decode("utf-8", errors="replace")
         clean = KERNEL_LINE.sub("", text)
         position = 0
         for marker in self._markers:
             match = marker.search(clean, position)
             if match is None:
-                return      # the log does not hold what the stream showed: trust neither
+                self._eof = True
+                return
             position = match.end()
+        self._following_log = True
+        self._log_offset = len(data)
         self._clean = clean[position:]
+        self._pending = ""
         self._raw = text[-DEATH_WINDOW_CHARS:]
+        self._eof = POWER_DOWN.search(text) is not None
+
+    def _read_log(self, timeout_s: float) -> str:
+        """What the console log gained within timeout_s (the log-following mode)."""
+        path = Path(self.console_log)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            size = path.stat().st_size if path.exists() else 0
+            if size > self._log_offset or time.monotonic() >= deadline:
+                break
+            time.sleep(LOG_POLL_S)
+        if size <= self._log_offset:
+            return ""
+        with path.open("rb") as log:
+            log.seek(self._log_offset)
+            data = log.read()
+        self._log_offset += len(data)
+        return data.decode("utf-8", errors="replace")
 
     def _read(self, timeout_s: float) -> None:
         """One chunk from the console (or nothing within timeout_s), sorted."""
-        try:
-            chunk = self.child.read_nonblocking(READ_CHUNK, timeout=timeout_s)
-        except pexpect.TIMEOUT:
-            return
-        except pexpect.EOF:
-            self._eof = True
-            chunk = ""
+        if self._following_log:
+            chunk = self._read_log(timeout_s)
+            if POWER_DOWN.search(chunk):
+                self._eof = True
+        else:
+            try:
+                chunk = self.child.read_nonblocking(READ_CHUNK, timeout=timeout_s)
+            except pexpect.TIMEOUT:
+                return
+            except pexpect.EOF:
+                self._follow_log_instead()
+                self._sort()
+                return
         self._raw = (self._raw + chunk)[-DEATH_WINDOW_CHARS:]
         self._pending += chunk
         self._sort()
