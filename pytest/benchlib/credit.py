@@ -92,8 +92,12 @@ def check_credit_rule(sections: dict[str, list[str]], rule: Callable[[int], int]
 # timer); there is no fast pool.
 LRNG_CREDIT = {(256, 288), (256, 864)}
 # The kprobes are switched on and off while the guest runs: an interrupt in flight
-# at each end may be seen entering without its outcome, or the other way round.
+# at each end may be seen entering without its outcome, or the other way round;
+# and under host load a kprobe can miss a hit (kprobe_profile's nmissed): seen
+# 9 of 1471 in a fresh-clone CI run. An LRNG that drops interrupts does so far
+# more often than that.
 EDGE_INTERRUPTS = 2
+MISSED_SHARE = 0.01
 
 
 def check_lrng_credit(sections: dict[str, list[str]]) -> None:
@@ -108,7 +112,7 @@ def check_lrng_credit(sections: dict[str, list[str]]) -> None:
     assert set(credits) <= LRNG_CREDIT, (
         f"credited at {sorted(credits)} (num, den) bits per interrupt, not the seed's "
         f"{sorted(LRNG_CREDIT)}")
-    assert abs(entered - credited - stuck) <= EDGE_INTERRUPTS, (
+    assert abs(entered - credited - stuck) <= EDGE_INTERRUPTS + MISSED_SHARE * entered, (
         f"{entered} interrupts entered the LRNG; {credited} were credited and {stuck} "
         "rejected as stuck: the rest went nowhere")
 
