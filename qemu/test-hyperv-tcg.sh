@@ -17,10 +17,11 @@
 #   the hypercall page, VP index and reference time MSRs, HvPostMessage delivery
 #   to a SINT, re-delivery of a message that found its slot busy after the guest
 #   writes EOM, HvSignalEvent (event flag + SINT), synthetic timer 0 in
-#   message mode (periodic and one-shot), the reference TSC page (its time
-#   between two reads of the time reference counter) and synthetic timer 1 in
-#   direct mode (hv-stimer-direct: interrupts on its vector, its period, no
-#   message). The guest reports on COM1 and exits through isa-debug-exit.
+#   message mode (periodic and one-shot; a one-shot reprogrammed while its expiry
+#   waits for EOM in a busy slot still delivers the new expiry, and only it), the
+#   reference TSC page (its time between two reads of the time reference
+#   counter) and synthetic timer 1 in direct mode (hv-stimer-direct: interrupts
+#   on its vector, its period, no message). The guest reports on COM1 and exits through isa-debug-exit.
 # linux: boots $KERNEL on q35 with 2 vCPUs, -cpu qemu64 with hv-* flags and
 #   -device vmbus-bridge, a busybox initramfs (busybox-static) that prints
 #   /proc/interrupts twice, 2 s apart, every CPU's clock event device, the

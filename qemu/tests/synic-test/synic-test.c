@@ -81,6 +81,8 @@ static volatile uint64_t direct_first, direct_last;
 /* auto-EOI test: the handler does not EOI this vector at the APIC */
 static volatile uint32_t no_apic_eoi_vector;
 static volatile uint32_t timer_msgs;
+/* expiration time carried by the last HVMSG_TIMER_EXPIRED message */
+static volatile uint64_t timer_last_exp;
 static int failures;
 
 static inline void outb(uint16_t port, uint8_t v)
@@ -262,6 +264,8 @@ void isr_handler(uint32_t vector)
         }
     }
     if (vector == TIMER_VECTOR && m->type == HV_MESSAGE_TIMER_EXPIRED) {
+        /* payload: timer index (u32), reserved (u32), expiration time */
+        timer_last_exp = *(volatile uint64_t *)&m->payload[8];
         timer_msgs++;
         m->type = 0;
         __asm__ volatile("mfence" : : : "memory");
@@ -484,6 +488,50 @@ void main(void)
     check(timer_msgs == a + 1 &&
           !(rdmsr(HV_X64_MSR_STIMER0_CONFIG) & 1),
           "stimer0: one-shot fires once and disables itself");
+
+    /*
+     * A one-shot timer reprogrammed while its expiry message waits for EOM
+     * (the slot is busy, interrupts are off): as with KVM the stale expiry is
+     * dropped, but the expiry of the new programming, which comes before the
+     * EOM, must still be delivered once the guest writes EOM. Linux's
+     * clockevent in message mode waits for exactly that message.
+     */
+    {
+        volatile struct hv_message *tm = &msg_page[TIMER_SINT];
+        uint64_t second;
+
+        __asm__ volatile("cli");
+        tm->type = 0x4242;                      /* the slot is busy */
+        a = timer_msgs;
+        wrmsr(HV_X64_MSR_STIMER0_CONFIG, (uint64_t)TIMER_SINT << 16 | 8);
+        wrmsr(HV_X64_MSR_STIMER0_COUNT, ref_time() + 10000);
+        t0 = ref_time() + 20000000;
+        while (!(tm->flags & HV_MESSAGE_FLAG_PENDING) && ref_time() < t0) {
+            __asm__ volatile("pause");
+        }
+        check(tm->flags & HV_MESSAGE_FLAG_PENDING, "stimer0: a one-shot "
+              "expiry finds the slot busy and sets the pending flag");
+        second = ref_time() + 10000;
+        wrmsr(HV_X64_MSR_STIMER0_COUNT, second);
+        t0 = ref_time() + 200000;               /* 20 ms: past the 2nd expiry */
+        while (ref_time() < t0) {
+            __asm__ volatile("pause");
+        }
+        tm->type = 0;
+        tm->flags = 0;
+        __asm__ volatile("mfence" : : : "memory");
+        wrmsr(HV_X64_MSR_EOM, 0);
+        __asm__ volatile("sti");
+        check(wait_count(&timer_msgs, a + 1) && timer_last_exp == second,
+              "stimer0: reprogrammed while its expiry waited for EOM, the "
+              "new expiry comes after EOM");
+        t0 = ref_time() + 200000;
+        while (ref_time() < t0) {
+            __asm__ volatile("pause");
+        }
+        check(timer_msgs <= a + 1, "stimer0: the stale expiry is not "
+              "delivered as well");
+    }
 
     /* reference TSC page: scale and offset against the time ref counter */
     {
