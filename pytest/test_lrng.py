@@ -3,8 +3,8 @@
 Each interrupt's time stamp that passes the stuck test is folded to one bit into
 the pool and credited 256/288 bits; the primary DRBG is initially seeded from 32
 interrupts, minimally seeded at 112 bits (128 interrupts), fully seeded at 256 bits
-(288 interrupts); fully seeded is 6.1's "ready". Per-node secondary DRBGs serve
-the callers.
+(288 interrupts). Per-node secondary DRBGs serve the callers; node 0's, seeded
+from the fully seeded primary, is 6.1's "ready" ("node 0 seeded").
 
 Evidence comes from outside the series: the kernel log's order (the probe's
 /dev/kmsg markers against the stage messages) and a kprobe trace armed on the

@@ -11,6 +11,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+from .trace import kprobe_misses
+
 # sizeof(pool) * 8 for mix_interrupt_randomness()'s `unsigned long pool[2]` on
 # 64-bit: the most one spill can be credited.
 SPILL_CREDIT_CAP = 128
@@ -91,13 +93,22 @@ def check_credit_rule(sections: dict[str, list[str]], rule: Callable[[int], int]
 # test is credited 256/288 bits on its own (256/864 without a high-resolution
 # timer); there is no fast pool.
 LRNG_CREDIT = {(256, 288), (256, 864)}
-# The kprobes are switched on and off while the guest runs: an interrupt in flight
-# at each end may be seen entering without its outcome, or the other way round;
-# and under host load a kprobe can miss a hit (kprobe_profile's nmissed): seen
-# 9 of 1471 in a fresh-clone CI run. An LRNG that drops interrupts does so far
-# more often than that.
-EDGE_INTERRUPTS = 2
-MISSED_SHARE = 0.01
+# The window switches its kprobes on outcome first and off entry first (fixtures/
+# init, credit_window), so an interrupt seen entering should have its outcome seen
+# as well, bar hits the kprobes missed (kprobe_profile). It does not quite: on
+# Hyper-V profiles 5 to 9 of 1,250 to 1,470 entries (up to 0.6 %) had no outcome,
+# with no hit missed by the count, while the boot-time trace of tcg profiles
+# matches every entry. Switching a kprobe re-patches the ftrace call sites the
+# others share, which can drop a hit silently; not proven. Entries without an
+# outcome are bounded by the misses plus this share (an LRNG that lost its
+# interrupts on some path would lose far more; the boot-time trace, test_lrng.py,
+# checks each interrupt).
+UNSEEN_OUTCOME_SHARE = 0.01
+# Outcomes without an entry are interrupts that entered while the window's edges
+# were being switched: a few, far fewer than this share of the window's interrupts
+# (an LRNG that credited each interrupt twice would have as many as it has).
+UNMATCHED_OUTCOME_SHARE = 0.05
+LRNG_INTERRUPT_EVENTS = ("air", "cred", "stuck")
 
 
 def check_lrng_credit(sections: dict[str, list[str]]) -> None:
@@ -107,14 +118,19 @@ def check_lrng_credit(sections: dict[str, list[str]]) -> None:
     credits = {(int(k["num"]), int(k["den"])): n for k, n in parse_hist(sections["hist cred"])}
     stuck = sum(hits for _, hits in parse_hist(sections.get("hist stuck", [])))
     credited = sum(credits.values())
+    misses = kprobe_misses(sections)
+    missed = sum(misses.get(event, 0) for event in LRNG_INTERRUPT_EVENTS)
     assert entered > 0, "no interrupt entered the LRNG in the window"
     assert credited > 0, f"{entered} interrupts entered the LRNG, none was credited"
     assert set(credits) <= LRNG_CREDIT, (
         f"credited at {sorted(credits)} (num, den) bits per interrupt, not the seed's "
         f"{sorted(LRNG_CREDIT)}")
-    assert abs(entered - credited - stuck) <= EDGE_INTERRUPTS + MISSED_SHARE * entered, (
+    assert entered <= credited + stuck + missed + UNSEEN_OUTCOME_SHARE * entered, (
         f"{entered} interrupts entered the LRNG; {credited} were credited and {stuck} "
-        "rejected as stuck: the rest went nowhere")
+        f"rejected as stuck (the kprobes missed {missed} hits): the rest went nowhere")
+    assert credited + stuck - entered <= UNMATCHED_OUTCOME_SHARE * entered, (
+        f"{credited} interrupts credited and {stuck} rejected as stuck, but only {entered} "
+        "entered the LRNG: some were credited more than once")
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ CREDIT_PER_IRQ = {"stock": 1 / 64, "rfc": 1 / 64, "lrng": 256 / 288}
 # Bits the design claims at a milestone; a milestone not here claims none (the
 # RFC's crng_init 2 is ready on uncredited fast loads).
 CLAIMED_BITS = {"crng init done": 256, "crng_init 3": 128, "initially seeded": 32,
-                "minimally seeded": 128, "fully seeded": 256}
+                "minimally seeded": 128, "fully seeded": 256, "node 0 seeded": 256}
 DEFAULT_CREDIT_RULE = "stock"     # a kernel the user brought is reported as stock
 
 

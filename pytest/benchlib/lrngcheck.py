@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .record import BootRecord
-from .trace import TRACE_TASK, TraceEvent, trace_of
+from .trace import TRACE_TASK, TraceEvent, kprobe_misses, trace_of
 
 # The seed's numbers (kernel/patches/lrng): the primary DRBG's stages, by the
 # trace's stage number, and the interrupts each needs in the pool: a pool word
@@ -27,8 +27,9 @@ SELFTEST_PASSED = "passed"
 
 
 # fixtures/trace-lrng's events: an interrupt credited (icred, with the pool's count),
-# the pool read out to seed the primary DRBG (cred, the bits it gave).
+# a read of the pool begun (getpool) and done (cred, the bits it gave).
 CREDITED = "icred"
+READ_START = "getpool"
 POOL_READ = "cred"
 
 
@@ -38,6 +39,12 @@ def trace(record: BootRecord) -> list[TraceEvent]:
     return events
 
 
+def trace_misses(record: BootRecord) -> int:
+    """Hits the trace set's kprobes missed over the boot (each one an event the
+    trace lacks, so a count of interrupts may be short by this many)."""
+    return sum(kprobe_misses(record.finished_task(TRACE_TASK).sections()).values())
+
+
 # ---- Stage thresholds ----------------------------------------------------------------
 
 # The pool is read out in whole 32-bit words of folded bits: a read uses a multiple
@@ -45,8 +52,9 @@ def trace(record: BootRecord) -> list[TraceEvent]:
 POOL_WORD_BITS = 32
 # Bits the LRNG credits per interrupt, as num/den of the seed (256/288).
 CREDIT_NUM, CREDIT_DEN = 256, 288
-# Interrupts on two CPUs can be credited while a read is in flight: the series'
-# pool counter and the trace's count may differ by this many at a read.
+# An interrupt credited between lrng_get_pool()'s entry and its taking of the count
+# (a few instructions), on either of two CPUs, is one the trace places on the wrong
+# side of a read: the series' count and the trace's may differ by this many.
 IN_FLIGHT = 2
 
 
@@ -76,48 +84,73 @@ class Window:
                 f"{'?' if self.pool is None else self.pool} by the series, {self.used} used")
 
 
-def interrupts_used(bits: int) -> int:
-    """Interrupts a read took for the bits it returned (whole pool words)."""
-    irqs = -(-bits * CREDIT_DEN // CREDIT_NUM)
+def interrupts_used(bits: int, num: int = CREDIT_NUM, den: int = CREDIT_DEN) -> int:
+    """Interrupts a read took for the bits it returned (whole pool words), at the
+    num/den bits per interrupt the kernel credits (icred events say which)."""
+    irqs = -(-bits * den // num)
     return -(-irqs // POOL_WORD_BITS) * POOL_WORD_BITS
 
 
-def assert_each_entry_credited_or_stuck(events: list[TraceEvent]) -> None:
+def assert_each_entry_credited_or_stuck(events: list[TraceEvent], missed: int = 0) -> None:
     """Every interrupt that entered the LRNG was, on its CPU and before that CPU's
-    next one, either credited once or rejected as stuck: nothing else."""
+    next one, either credited once or rejected as stuck: nothing else. Each hit the
+    kprobes missed can break this once (an entry or an outcome the trace lacks)."""
     pending: dict[int, float] = {}
+    broken: list[str] = []
     for e in events:
         if e.event == "air":
-            assert e.cpu not in pending, (
-                f"interrupt on CPU {e.cpu} at {pending[e.cpu]} s neither credited nor stuck "
-                f"before the next one at {e.t} s")
+            if e.cpu in pending:
+                broken.append(f"interrupt on CPU {e.cpu} at {pending[e.cpu]} s neither "
+                              f"credited nor stuck before the next one at {e.t} s")
             pending[e.cpu] = e.t
         elif e.event in (CREDITED, "stuck"):
-            assert pending.pop(e.cpu, None) is not None, (
-                f"{e.event} on CPU {e.cpu} at {e.t} s without an interrupt entering")
+            if pending.pop(e.cpu, None) is None:
+                broken.append(f"{e.event} on CPU {e.cpu} at {e.t} s without an interrupt "
+                              "entering")
+    assert len(broken) <= missed, (
+        f"{broken[0]} ({len(broken)} such, the kprobes missed {missed} hits)")
 
 
 def windows(events: list[TraceEvent]) -> list[Window]:
     """One window per stage the trace saw, ending at the pool read whose seeding
-    printed it; reads that gave no stage carry their leftovers on."""
+    printed it; reads that gave no stage carry their leftovers on.
+
+    lrng_get_pool() takes the pool's count first thing: an interrupt credited while a
+    read runs (between its entry, READ_START, and its return, POOL_READ) stays in
+    the pool for the next read, whichever CPU it came on. The trace counts it there."""
     found: list[Window] = []
     entered = stuck = 0
     carried: Optional[int] = None       # before the first read: from before the trace
     pool: Optional[int] = None          # the series' count, once an icred event told it
+    reading = False
+    flight_entered = flight_stuck = 0   # interrupts while a read runs
+    rate = (CREDIT_NUM, CREDIT_DEN)     # bits per interrupt, as the last icred said
     last_read: Optional[Window] = None
     for e in events:
-        if e.event == "air":
-            entered += 1
+        if e.event == READ_START:
+            reading = True
+        elif e.event == "air":
+            if reading:
+                flight_entered += 1
+            else:
+                entered += 1
         elif e.event == "stuck":
-            stuck += 1
+            if reading:
+                flight_stuck += 1
+            else:
+                stuck += 1
         elif e.event == CREDITED:
-            pool = e.int("events")
+            rate = (e.int("num"), e.int("den"))
+            if not reading:
+                pool = e.int("events")
         elif e.event == POOL_READ:
-            used = interrupts_used(e.int("bits"))
+            used = interrupts_used(e.int("bits"), *rate)
             last_read = Window(0, e.t, entered, stuck, carried, pool, used)
-            carried = None if pool is None else max(pool - used, 0)
-            entered = stuck = 0
+            carried = (None if pool is None
+                       else max(pool - used, 0) + flight_entered - flight_stuck)
+            entered = stuck = flight_entered = flight_stuck = 0
             pool = None
+            reading = False
         elif e.event == "stage" and last_read is not None:
             found.append(dataclasses.replace(last_read, stage=e.int("stage")))
     return found
@@ -132,7 +165,8 @@ def assert_stage_thresholds(record: BootRecord) -> list[Window]:
     such a window. Elsewhere (interrupts from before the trace) the series' count
     must meet it and not be below the trace's."""
     events = trace(record)
-    assert_each_entry_credited_or_stuck(events)
+    missed = trace_misses(record)
+    assert_each_entry_credited_or_stuck(events, missed)
     found = windows(events)
     assert found, f"no stage of the primary DRBG in the trace ({record.data_log})"
     stages = [w.stage for w in found]
@@ -140,8 +174,8 @@ def assert_stage_thresholds(record: BootRecord) -> list[Window]:
     for w in found:
         need = STAGE_INTERRUPTS[w.stage]
         if w.counted is not None:
-            assert w.pool is not None and abs(w.pool - w.counted) <= IN_FLIGHT, (
-                f"the series' pool count is not the trace's: {w}")
+            assert w.pool is not None and abs(w.pool - w.counted) <= IN_FLIGHT + missed, (
+                f"the series' pool count is not the trace's: {w}; kprobes missed {missed}")
             have = w.counted
         else:
             assert w.stage != max(STAGE_INTERRUPTS), (
@@ -149,9 +183,9 @@ def assert_stage_thresholds(record: BootRecord) -> list[Window]:
             have = max(w.pool or 0, w.used)
             assert have >= w.entered - w.stuck - IN_FLIGHT, (
                 f"the series counted fewer interrupts than the trace saw enter: {w}")
-        assert have >= need, (
+        assert have + missed >= need, (
             f"{STAGE_NAMES[w.stage]} after {have} non-stuck interrupts, below the seed's "
-            f"{need}: {w}")
+            f"{need}: {w}; kprobes missed {missed}")
     assert max(stages) == max(STAGE_INTERRUPTS), (
         f"the trace saw stages {stages}, not {STAGE_NAMES[max(STAGE_INTERRUPTS)]}")
     return found

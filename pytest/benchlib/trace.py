@@ -53,6 +53,22 @@ def parse_trace(lines: list[str]) -> list[TraceEvent]:
     return sorted(events, key=lambda e: e.t)
 
 
+# /sys/kernel/tracing/kprobe_profile: "event hits missed" per kprobe. A kprobe misses
+# a hit when it fires while another kprobe's handler runs on that CPU (or a
+# kretprobe has no free instance): the event is then neither in the trace nor in a
+# hist, and a count built from them is short by up to that many.
+PROFILE_LINE = re.compile(r"^\s*(?P<event>\S+)\s+(?P<hits>\d+)\s+(?P<missed>\d+)\s*$")
+
+
+def kprobe_misses(sections: dict[str, list[str]]) -> dict[str, int]:
+    """Missed hits per kprobe event, from a task's kprobe_profile section."""
+    if "kprobe_profile" not in sections:
+        raise TraceIncomplete("the task printed no kprobe_profile section: "
+                              "the kprobes' missed hits are unknown")
+    return {m.group("event"): int(m.group("missed"))
+            for line in sections["kprobe_profile"] if (m := PROFILE_LINE.match(line))}
+
+
 def trace_of(sections: dict[str, list[str]]) -> list[TraceEvent]:
     if "trace" not in sections:
         raise TraceIncomplete("the trace task printed no trace section")

@@ -1,0 +1,92 @@
+"""Harness self-tests of the LRNG checks' counting rules: no hypervisor needed."""
+from __future__ import annotations
+
+import pytest
+
+from benchlib.credit import check_lrng_credit
+from benchlib.lrngcheck import assert_each_entry_credited_or_stuck, interrupts_used, windows
+from benchlib.trace import TraceIncomplete, kprobe_misses, parse_trace
+from test_harness import TRACE_HEAD, trace_line
+
+
+
+def profile_line(event: str, hits: int, missed: int) -> str:
+    """A kprobe_profile line as 6.1 prints it."""
+    return f"  {event:<44} {hits:>15} {missed:>15}"
+
+
+def pool_fill(cpu: int, t0: float, first: int, count: int) -> list[str]:
+    """`count` interrupts on `cpu`, each entering and credited, the series' pool
+    count running from `first`."""
+    lines = []
+    for i in range(count):
+        t = t0 + i * 1e-4
+        lines += [trace_line(cpu, t, "air", "irq=4"),
+                  trace_line(cpu, t + 1e-5, "icred", f"events={first + i} num=256 den=288")]
+    return lines
+
+
+def test_harness_lrng_interrupts_during_a_pool_read_count_for_the_next() -> None:
+    """Two interrupts credited on CPU 1 while CPU 0 reads the pool for the initial
+    seed stay in the pool (the series took its count on entry): the trace counts
+    them in the next window, where the series' own count agrees."""
+    lines = pool_fill(1, 1.0, 1, 40)                     # 40 in the pool, 32 used
+    lines += [trace_line(0, 1.1, "getpool", "")]
+    lines += pool_fill(1, 1.101, 1, 2)                   # in flight: the series restarts
+    lines += [trace_line(0, 1.11, "cred", "bits=28"), trace_line(0, 1.111, "stage", "stage=1")]
+    lines += pool_fill(1, 2.0, 11, 118)                  # 8 + 2 carried, then 118 more
+    lines += [trace_line(0, 3.0, "getpool", ""), trace_line(0, 3.01, "cred", "bits=113"),
+              trace_line(0, 3.011, "stage", "stage=2")]
+    initial, minimal = windows(parse_trace([TRACE_HEAD.format(len(lines), len(lines))] + lines))
+    assert (initial.stage, initial.counted, initial.pool, initial.used) == (1, None, 40, 32)
+    assert (minimal.stage, minimal.carried, minimal.counted, minimal.pool) == (2, 10, 128, 128)
+
+
+@pytest.mark.parametrize("bits, num, den, used", [
+    (28, 256, 288, 32), (113, 256, 288, 128), (256, 256, 288, 288),
+    # test-lrng-fullbit credits a full bit: a read of 32 bits took 32 interrupts
+    (32, 256, 256, 32), (128, 256, 256, 128), (256, 256, 256, 256),
+])
+def test_harness_lrng_interrupts_a_read_took_follow_the_credit_rate(bits: int, num: int,
+                                                                    den: int, used: int) -> None:
+    assert interrupts_used(bits, num, den) == used
+
+
+def test_harness_lrng_missed_kprobe_hits_widen_the_bounds_by_their_number() -> None:
+    profile = [profile_line("air", 1200, 2), profile_line("cred", 1198, 0)]
+    assert kprobe_misses({"kprobe_profile": profile}) == {"air": 2, "cred": 0}
+    with pytest.raises(TraceIncomplete, match="missed hits are unknown"):
+        kprobe_misses({})
+    # Two entries the trace lacks: two outcomes without an interrupt.
+    events = parse_trace([TRACE_HEAD.format(3, 3), trace_line(0, 1.0, "icred", "events=1"),
+                          trace_line(0, 1.1, "icred", "events=2"),
+                          trace_line(0, 1.2, "air", "irq=4")])
+    assert_each_entry_credited_or_stuck(events, missed=2)
+    with pytest.raises(AssertionError, match="without an interrupt entering"):
+        assert_each_entry_credited_or_stuck(events, missed=1)
+
+
+def lrng_credit_sections(entered: int, credited: int, missed: int) -> dict[str, list[str]]:
+    return {"hist air": [f"{{ caller: x, irq: 4 }} hitcount: {entered}"],
+            "hist cred": [f"{{ num: 256, den: 288 }} hitcount: {credited}"],
+            "kprobe_profile": [profile_line("air", entered, missed),
+                               profile_line("cred", credited, 0)]}
+
+
+@pytest.mark.parametrize("entered, credited, missed, error", [
+    (1000, 1000, 0, None),
+    (1000, 1003, 0, None),       # three entered while the window opened or closed
+    (1000, 990, 10, None),       # ten hits the kprobes missed
+    (1000, 992, 0, None),        # up to 1 % unseen outcomes: the kprobes' edges
+    (1000, 980, 0, "the rest went nowhere"),   # twenty entered and were not credited
+    (1000, 970, 8, "the rest went nowhere"),   # misses and edges explain 18, not 30
+    (1000, 2000, 0, "credited more than once"),
+])
+def test_harness_lrng_credit_bounds(entered: int, credited: int, missed: int,
+                                    error: str | None) -> None:
+    sections = lrng_credit_sections(entered, credited, missed)
+    if error is None:
+        check_lrng_credit(sections)
+    else:
+        with pytest.raises(AssertionError, match=error):
+            check_lrng_credit(sections)
