@@ -16,7 +16,10 @@
 # configs/<variant>.config, if any.
 #
 # A variant with a parent but no patch or fragment of its own is its parent's
-# kernel: the parent's bzImage is linked, not built again.
+# kernel: the parent's bzImage is linked, not built again. One with patches but no
+# fragment of its own (the test-only variants) is built incrementally on an overlay
+# of its parent's built tree: its own patches, then only what they touch (about
+# half a minute on 2 cores, instead of a minute from ccache).
 #
 # A variant whose inputs (source tarball, series, parent, patches and fragments of
 # the variant and all its ancestors) are unchanged since its last successful build
@@ -146,7 +149,21 @@ fi
 # From here on, a failure leaves no bzImage that does not match the inputs.
 mkdir -p "$out"
 rm -f "$out/fingerprint"
-trap 'status=$?; rm -f "$out"/.*.tmp.$$; [ $status -eq 0 ] || rm -f "$out/bzImage" "$out/config"' EXIT
+# Every tree is built at one fixed path, mounted there (a bind mount of the variant's
+# own tree, or an overlay on its parent's): kbuild's tools (objtool) record absolute
+# paths, and a tree built at another path would rebuild them, and with them every
+# object. Without the right to mount, each tree is built where it is.
+build_at=$build_dir/kernel/.tree
+cleanup() {
+	local status=$?
+	if mountpoint -q "$build_at"; then umount "$build_at" || true; fi
+	rm -f "$out"/.*.tmp.$$
+	[ $status -eq 0 ] || rm -f "$out/bzImage" "$out/config"
+}
+trap cleanup EXIT
+mkdir -p "$build_at"
+# A mount left behind by a build that was killed (we hold the lock).
+if mountpoint -q "$build_at"; then umount "$build_at"; fi
 
 # Copy to a temporary name in the destination's directory, then rename: atomic.
 install_atomic() {
@@ -181,28 +198,74 @@ else
 fi
 kmake() { make -C "$tree" CC="$cc" "$@"; }
 
-tree=$out/linux
-summary=""
-for v in "${chain[@]}"; do summary+="${summary:+ + }$v (${patch_count[$v]} patch(es))"; done
-step "preparing source tree: $summary"
-rm -rf "$tree"
-# patch(1) replaces files rather than writing through links, so hard links are safe.
-cp -al "$pristine" "$tree"
-rm -f "$tree/.unpacked"
-for p in "${patches[@]}"; do
-	step "applying ${p#"$here/patches/"}"
-	patch -d "$tree" -p1 --quiet --forward --no-backup-if-mismatch < "$p" \
-		|| die "patch '${p#"$here/patches/"}' (variant '$variant') does not apply to $(basename "$tarball")"
-done
+# A variant with a parent, patches of its own and no config fragment of its own
+# (the test-only variants) is built incrementally: an overlay on the parent's built
+# tree, its own patches applied, the parent's configuration kept, and only what
+# they touch rebuilt. The parent is built first if it is not up to date.
+parent_tree=""
+if [ -f "$here/patches/$variant/parent" ] && [ ! -f "$here/configs/$variant.config" ]; then
+	parent_target=$(first_name "$here/patches/$variant/parent")${target#"$variant"}
+	flock -u 9
+	"$0" "$parent_target"
+	flock 9
+	parent_out=$build_dir/kernel/$parent_target
+	parent_fingerprint=$("$0" --fingerprint "$parent_target")
+	[ "$(cat "$parent_out/fingerprint" 2>/dev/null)" = "$parent_fingerprint" ] \
+		|| die "parent '$parent_target' changed while '$target' was being built on it; run again"
+	if [ "$(cat "$parent_out/linux/.bench-fingerprint" 2>/dev/null)" = "$parent_fingerprint" ]; then
+		parent_tree=$parent_out/linux
+	fi
+fi
 
-step "configuring (tinyconfig + ${fragments[*]##*/})"
-kmake -s tinyconfig >/dev/null
-"$tree/scripts/kconfig/merge_config.sh" -m -O "$tree" "$tree/.config" "${fragments[@]}" >"$out/merge_config.log"
-kmake -s olddefconfig >/dev/null
-# Every option a fragment asks for must have survived dependency resolution.
-missing=$(grep -hE '^(CONFIG_[A-Za-z0-9_]+=.*|# CONFIG_[A-Za-z0-9_]+ is not set)$' "${fragments[@]}" \
-	| sort -u | while read -r line; do grep -qxF -- "$line" "$tree/.config" || echo "$line"; done)
-[ -z "$missing" ] || die "config options did not survive olddefconfig: $(echo $missing)"
+tree=""
+rm -rf "$out/linux" "$out/overlay"
+if [ -n "$parent_tree" ]; then
+	mkdir -p "$out/overlay/upper" "$out/overlay/work"
+	if mount -t overlay overlay -o "lowerdir=$parent_tree,upperdir=$out/overlay/upper,workdir=$out/overlay/work" \
+		"$build_at" 2>"$out/mount.log"; then
+		tree=$build_at
+		step "preparing source tree: an overlay on the built tree of '$parent_target'"
+		for p in "${patches[@]}"; do
+			case "$p" in "$here/patches/$variant/"*) ;; *) continue ;; esac
+			step "applying ${p#"$here/patches/"}"
+			patch -d "$tree" -p1 --quiet --forward --no-backup-if-mismatch < "$p" \
+				|| die "patch '${p#"$here/patches/"}' (variant '$variant') does not apply on '$parent_target'"
+		done
+		step "configuration: the parent's (no fragment of its own)"
+	else
+		step "cannot mount an overlay ($(head -n 1 "$out/mount.log")): building the whole tree"
+		rm -rf "$out/overlay"
+	fi
+fi
+
+if [ -z "$tree" ]; then
+	summary=""
+	for v in "${chain[@]}"; do summary+="${summary:+ + }$v (${patch_count[$v]} patch(es))"; done
+	step "preparing source tree: $summary"
+	# patch(1) replaces files rather than writing through links, so hard links are safe.
+	cp -al "$pristine" "$out/linux"
+	rm -f "$out/linux/.unpacked"
+	tree=$out/linux
+	if mount --bind "$out/linux" "$build_at" 2>"$out/mount.log"; then
+		tree=$build_at
+	else
+		step "cannot bind-mount the tree at $build_at ($(head -n 1 "$out/mount.log")): building it in place"
+	fi
+	for p in "${patches[@]}"; do
+		step "applying ${p#"$here/patches/"}"
+		patch -d "$tree" -p1 --quiet --forward --no-backup-if-mismatch < "$p" \
+			|| die "patch '${p#"$here/patches/"}' (variant '$variant') does not apply to $(basename "$tarball")"
+	done
+
+	step "configuring (tinyconfig + ${fragments[*]##*/})"
+	kmake -s tinyconfig >/dev/null
+	"$tree/scripts/kconfig/merge_config.sh" -m -O "$tree" "$tree/.config" "${fragments[@]}" >"$out/merge_config.log"
+	kmake -s olddefconfig >/dev/null
+	# Every option a fragment asks for must have survived dependency resolution.
+	missing=$(grep -hE '^(CONFIG_[A-Za-z0-9_]+=.*|# CONFIG_[A-Za-z0-9_]+ is not set)$' "${fragments[@]}" \
+		| sort -u | while read -r line; do grep -qxF -- "$line" "$tree/.config" || echo "$line"; done)
+	[ -z "$missing" ] || die "config options did not survive olddefconfig: $(echo $missing)"
+fi
 
 step "building bzImage with $jobs jobs, CC='$cc' (about 4 minutes on 2 cores with a cold cache, 1 warm)"
 start=$(date +%s)
@@ -213,6 +276,12 @@ fi
 elapsed=$(( $(date +%s) - start ))
 install_atomic "$tree/.config" "$out/config"
 install_atomic "$tree/arch/x86/boot/bzImage" "$out/bzImage"
+if [ -d "$out/linux" ]; then
+	# The tree a child variant may overlay: built whole, for these inputs.
+	echo "$fingerprint" >"$out/linux/.bench-fingerprint"
+fi
+if mountpoint -q "$build_at"; then umount "$build_at"; fi
+rm -rf "$out/overlay"
 echo "$fingerprint" >"$out/.fingerprint.tmp.$$"
 mv -f "$out/.fingerprint.tmp.$$" "$out/fingerprint"
 cache=""

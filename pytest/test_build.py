@@ -2,7 +2,11 @@
 and the harness boots only a kernel built from today's inputs."""
 from __future__ import annotations
 
+import difflib
 import fcntl
+import re
+import secrets
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -16,6 +20,13 @@ from benchlib.kernels import inputs_fingerprint, variant_kernel
 # How long the second build is watched while the lock is held.
 HELD_S = 3
 VARIANT = "stock"
+# A test-only variant on this parent, changing one message of this file.
+TEST_PARENT = "crng"
+PATCHED_FILE = "drivers/char/random.c"
+MESSAGE, CHANGED = '"crng init done\\n"', '"crng init done (throwaway)\\n"'
+# A whole tree is about 1,300 compilations (from ccache or not); one file's change
+# is a few dozen (the file, the version stamp, the boot image's own objects).
+INCREMENTAL_MAX_COMPILATIONS = 100
 
 
 def test_build_waits_for_a_concurrent_build() -> None:
@@ -65,3 +76,41 @@ def test_build_flavour_is_part_of_the_inputs() -> None:
     with pytest.raises(BadKernel, match=r"unknown flavour 'nosuch' in 'stock\+nosuch' "
                                         r"\(known: debug"):
         inputs_fingerprint(f"{VARIANT}+nosuch")
+
+
+def test_build_test_variant_builds_on_its_parents_tree() -> None:
+    """A variant with patches but no config fragment of its own is built on an
+    overlay of its parent's built tree: only what its patch touches is compiled,
+    the configuration is the parent's, and the kernel is its own."""
+    parent_out = paths.BUILD_DIR / "kernel" / TEST_PARENT
+    variant_kernel(TEST_PARENT)            # built from today's inputs, or BadKernel
+    original = (parent_out / "linux" / PATCHED_FILE).read_text()
+    assert MESSAGE in original, f"no {MESSAGE} in {parent_out / 'linux' / PATCHED_FILE}"
+    patch = "".join(difflib.unified_diff(
+        original.splitlines(keepends=True),
+        original.replace(MESSAGE, CHANGED, 1).splitlines(keepends=True),
+        f"a/{PATCHED_FILE}", f"b/{PATCHED_FILE}"))
+    name = f"throwaway-{secrets.token_hex(3)}"
+    folder = paths.KERNEL_DIR / "patches" / name
+    out = paths.BUILD_DIR / "kernel" / name
+    folder.mkdir()
+    try:
+        (folder / "0001-throwaway.patch").write_text(patch)
+        (folder / "series").write_text("0001-throwaway.patch\n")
+        (folder / "parent").write_text(f"{TEST_PARENT}\n")
+        built = subprocess.run([str(paths.KERNEL_DIR / "build.sh"), name], capture_output=True,
+                               text=True, timeout=1200)
+        assert built.returncode == 0, built.stderr
+        if "cannot mount an overlay" in built.stderr:
+            pytest.skip(f"no overlay mount on this machine: {built.stderr}")
+        assert f"an overlay on the built tree of '{TEST_PARENT}'" in built.stderr, built.stderr
+        log = (out / "build.log").read_text()
+        stats = re.search(r"ccache hits \d+ / (\d+) compilations", built.stderr)
+        compiled = int(stats.group(1)) if stats else len(re.findall(r"^\s+CC\s", log, re.M))
+        assert 0 < compiled <= INCREMENTAL_MAX_COMPILATIONS, (
+            f"{compiled} compilations for a one-file change ({out / 'build.log'})")
+        assert (out / "config").read_text() == (parent_out / "config").read_text()
+        assert (out / "bzImage").read_bytes() != (parent_out / "bzImage").read_bytes()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(out, ignore_errors=True)
