@@ -10,6 +10,10 @@ class UnknownProfile(BenchError):
     pass
 
 
+class BadProfile(BenchError, ValueError):
+    """A profile file that breaks the templating rules or lacks its metadata."""
+
+
 class BadKernel(BenchError):
     pass
 

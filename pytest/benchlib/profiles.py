@@ -11,7 +11,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import UnknownProfile
+from .errors import BadProfile, UnknownProfile
 from .paths import PROFILE_DIR
 
 METADATA_NS = "urn:x-randomness-bench:profile:1"
@@ -89,15 +89,38 @@ class Profile:
         return string.Template(self.template).substitute(values)
 
 
+def _check_template(path: Path, text: str) -> None:
+    """The templating rules, checked at load: only the bench's placeholders, each
+    written $name or ${name} ($$ for a literal $), and XML once they are filled."""
+    try:
+        rendered = string.Template(text).substitute({key: "x" for key in PLACEHOLDERS})
+    except KeyError as exc:
+        raise BadProfile(f"profile {path}: unknown placeholder ${exc.args[0]} "
+                         f"(known: {', '.join(PLACEHOLDERS)})") from None
+    except ValueError as exc:
+        raise BadProfile(f"profile {path}: bad placeholder ({exc}; write $$ for a "
+                         "literal $)") from None
+    try:
+        ET.fromstring(rendered)
+    except ET.ParseError as exc:
+        raise BadProfile(f"profile {path}: not XML once its placeholders are filled "
+                         f"({exc})") from None
+
+
 def _read_profile(path: Path) -> Profile:
-    # The template is XML except inside attribute/element text, so it parses as is.
-    root = ET.fromstring(path.read_text())
+    text = path.read_text()
+    try:
+        # The template is XML except inside attribute/element text, so it parses as is.
+        root = ET.fromstring(text)
+    except ET.ParseError as exc:
+        raise BadProfile(f"profile {path}: not XML ({exc})") from None
+    _check_template(path, text)
     meta = root.find(f"metadata/{{{METADATA_NS}}}profile")
     if meta is None:
-        raise ValueError(f"profile {path}: no <bench:profile> metadata")
+        raise BadProfile(f"profile {path}: no <bench:profile> metadata")
     requires = (meta.findtext(f"{{{METADATA_NS}}}requires") or "any").strip()
     if requires not in REQUIRES:
-        raise ValueError(f"profile {path}: unknown <bench:requires> '{requires}' "
+        raise BadProfile(f"profile {path}: unknown <bench:requires> '{requires}' "
                          f"(known: {', '.join(REQUIRES)})")
     return Profile(
         name=path.stem,
@@ -108,11 +131,36 @@ def _read_profile(path: Path) -> Profile:
     )
 
 
-def all_profiles(directory: Path = PROFILE_DIR) -> dict[str, Profile]:
-    return {p.stem: _read_profile(p) for p in sorted(directory.glob("*.xml"), key=lambda p: p.stem)}
+# Where profiles are read from when no directory is given: vm-definitions/, or the
+# user's own directory (bench --profiles-dir), set once at start.
+_directory = PROFILE_DIR
 
 
-def profiles_with(directory: Path = PROFILE_DIR, **wanted: object) -> list[str]:
+def use_directory(directory: Path) -> None:
+    """Read every profile from `directory` from now on."""
+    global _directory
+    if not directory.is_dir():
+        raise BadProfile(f"profile directory '{directory}' does not exist")
+    if not any(directory.glob("*.xml")):
+        raise BadProfile(f"profile directory '{directory}' has no *.xml profile")
+    _directory = directory
+
+
+def all_profiles(directory: Path | None = None) -> dict[str, Profile]:
+    """Every profile of the directory; BadProfile naming each bad file, one per line."""
+    found: dict[str, Profile] = {}
+    bad: list[str] = []
+    for path in sorted((directory or _directory).glob("*.xml"), key=lambda p: p.stem):
+        try:
+            found[path.stem] = _read_profile(path)
+        except BadProfile as exc:
+            bad.append(str(exc))
+    if bad:
+        raise BadProfile("\n".join(bad))
+    return found
+
+
+def profiles_with(directory: Path | None = None, **wanted: object) -> list[str]:
     """Names of the profiles whose capabilities have these values, e.g.
     profiles_with(interrupt_only=True, hyperv=False).
 
@@ -133,7 +181,7 @@ def quiet_profiles() -> list[str]:
     return profiles_with(interrupt_only=True, hyperv=False, input_devices=False)
 
 
-def get_profile(name: str, directory: Path = PROFILE_DIR) -> Profile:
+def get_profile(name: str, directory: Path | None = None) -> Profile:
     profiles = all_profiles(directory)
     if name not in profiles:
         raise UnknownProfile(f"unknown profile '{name}' (known: {', '.join(profiles)})")

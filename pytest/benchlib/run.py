@@ -2,6 +2,7 @@
 
   python3 -m benchlib.run [--variant V ...] [--profile P ...] [--boots N] [--cap S]
                           [--accel auto|kvm|tcg] [--kernel PATH] [--no-build] [--dry-run]
+                          [--profiles-dir DIR] [--list-profiles]
 
 Writes results/<timestamp>/: report.txt, report.json, junit.xml and one folder
 per boot with its domain XML, console log and data log. Exits 1 when a cell's
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -23,11 +25,11 @@ from .cli import run_main
 from . import paths
 from .accel import resolve_accel
 from .errors import BenchError, NeedsKvm
-from .guest import (BootRequest, boot, check_accel, install_signal_handlers, reap,
-                    running_bench_domains)
+from .guest import (BootRequest, boot, check_accel, choose_emulator, install_signal_handlers,
+                    reap, running_bench_domains)
 from .libvirtconn import connect
 from .kernels import check_bzimage, variant_kernel
-from .profiles import Profile, all_profiles, get_profile
+from .profiles import Profile, all_profiles, get_profile, use_directory
 from .report import Cell, not_ok, write
 from .variants import load as load_variant, known_variants
 from . import budgets, entropy_plots, entropy_report, measure, throughput
@@ -69,6 +71,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--no-throughput", action="store_true",
                         help="skip the getrandom() throughput comparison")
     parser.add_argument("--dry-run", action="store_true", help="check the arguments and stop")
+    parser.add_argument("--profiles-dir", type=Path,
+                        help="read the profiles from DIR instead of vm-definitions/ (the same "
+                             "templating rules, checked at load)")
+    parser.add_argument("--list-profiles", action="store_true",
+                        help="list the profiles, whether each can run on this host and why "
+                             "not, and stop")
     parser.add_argument("--reap", action="store_true",
                         help="destroy bench-* domains left running by a killed run")
     return parser.parse_args(argv)
@@ -78,8 +86,40 @@ def progress(message: str) -> None:
     print(f"==> [run] {message}", file=sys.stderr, flush=True)
 
 
+def listing_accel(args: argparse.Namespace) -> tuple[str, str]:
+    """The accelerator guests would get here, for --list-profiles: as requested, or
+    found by the KVM probe boot (about 20 s) when one can be made."""
+    if args.accel != "auto":
+        return args.accel, f"requested with --accel {args.accel}"
+    if not os.path.exists("/dev/kvm"):
+        return "tcg", "no /dev/kvm"
+    outdir = paths.RESULTS_DIR / f"{time.strftime('%Y%m%d-%H%M%S')}-list-profiles"
+    try:
+        return resolve_accel("auto", connect(args.libvirt_uri), paths.initramfs(), outdir)
+    except BenchError as exc:
+        return "tcg", f"KVM could not be probed ({exc}): judged for TCG"
+
+
+def list_profiles(profiles: list[Profile], accel: str, why: str) -> None:
+    print(f"guests run under {accel.upper()} here ({why})")
+    width = max(len(p.name) for p in profiles)
+    for profile in profiles:
+        try:
+            emulator = choose_emulator(profile, accel)
+            runs = f"yes  {emulator}"
+        except NeedsKvm as exc:
+            runs = f"no   {exc}"
+        print(f"{profile.name:<{width}}  {runs}\n{'':<{width}}  {profile.description}")
+
+
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
+    if args.profiles_dir:
+        use_directory(args.profiles_dir)
+    if args.list_profiles:
+        profiles = list(all_profiles().values())
+        list_profiles(profiles, *listing_accel(args))
+        return 0
     profiles = [get_profile(p) for p in args.profile] if args.profile \
         else list(all_profiles().values())
     variants = args.variant or known_variants()
