@@ -20,16 +20,13 @@ boot at a time: with two captures at once (CPU-bound guests on this 2-core host)
 from __future__ import annotations
 
 import base64
-import warnings
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable, Iterator, Optional
 
 import pytest
 
 from benchlib import entropy
-from benchlib.errors import BootFailed
 from benchlib.profiles import profiles_with, quiet_profiles
 from benchlib.record import BootRecord, TaskOutput
 
@@ -51,20 +48,6 @@ NEAR_ZERO_BITS = 0.5
 CLEARLY_ABOVE_BITS = 2.0
 
 Key = tuple[str, int]      # (profile, boot number)
-
-# A transport race, not the guest: `virsh console` sometimes closes before it
-# passes on the guest's last lines (the init powers off right after "stage=done"),
-# while virtlogd's console.log shows the guest finished every task. Such a boot
-# is booted once more, with a warning; any other failure is the test's.
-CONSOLE_CLOSED = "console closed before stage"
-GUEST_FINISHED = "@@BENCH stage=done"
-
-
-def lost_console_tail(exc: BootFailed) -> bool:
-    log = Path(exc.console_log)
-    return CONSOLE_CLOSED in str(exc) and log.is_file() and \
-        GUEST_FINISHED in log.read_text(errors="replace")
-
 
 @dataclass
 class Captured:
@@ -100,13 +83,7 @@ class BootPool:
             "entropy_samples": str(SAMPLES), "entropy_cap": str(CAPTURE_CAP_S)})
 
     def _capture(self, profile: str) -> Captured:
-        try:
-            record = self._boot(profile)
-        except BootFailed as exc:
-            if not lost_console_tail(exc):
-                raise
-            warnings.warn(f"booted {profile} again: {exc}")
-            record = self._boot(profile)
+        record = self._boot(profile)
         capture, assessment = entropy.collect(record)
         return Captured(record, capture, assessment)
 
@@ -240,16 +217,3 @@ def test_entropy_dump_decodes_to_stamps_irqs_and_low_delta_bytes() -> None:
 def test_entropy_dump_integrity_errors(broken: dict, error: str) -> None:
     with pytest.raises(entropy.CaptureError, match=error):
         entropy.parse_capture(_task(STAMPS, **broken))
-
-
-def test_entropy_boot_retried_only_for_a_lost_console_tail(tmp_path: Path) -> None:
-    """A boot is booted again only when virsh lost the end of a console that
-    virtlogd shows finished; a stall, or a guest that never finished, is a failure."""
-    finished, stalled = tmp_path / "finished.log", tmp_path / "stalled.log"
-    finished.write_text("@@BENCH stage=task name=kmsg uptime=9\n@@BENCH stage=done uptime=9\n")
-    stalled.write_text("@@BENCH stage=task name=entropy_capture uptime=5\n")
-    closed = "guest g: console closed before stage 'task:kmsg'"
-    assert lost_console_tail(BootFailed(closed, "task:entropy_capture", str(finished)))
-    assert not lost_console_tail(BootFailed(closed, "task:entropy_capture", str(stalled)))
-    assert not lost_console_tail(BootFailed("guest g: no stage 'task:kmsg' within 120 s",
-                                            "task:entropy_capture", str(finished)))

@@ -93,6 +93,7 @@ def check_credit_rule(sections: dict[str, list[str]], rule: Callable[[int], int]
 # test is credited 256/288 bits on its own (256/864 without a high-resolution
 # timer); there is no fast pool.
 LRNG_CREDIT = {(256, 288), (256, 864)}
+LRNG_BITS_PER_INTERRUPT = 256 / 288      # with a high-resolution timer, as here
 # The window switches its kprobes on outcome first and off entry first (fixtures/
 # init, credit_window), so an interrupt seen entering should have its outcome seen
 # as well, bar hits the kprobes missed (kprobe_profile). It does not quite: on
@@ -143,6 +144,7 @@ class CreditRule:
     check: Callable[[dict[str, list[str]]], None]
     from_milestone: Optional[str]    # before it, interrupts credit nothing (fast loads)
     until_milestone: Optional[str]   # from it on, nothing is credited
+    bits_per_interrupt: float        # nominal credit of one interrupt, where credited
     kprobes: str = "vmbus"
 
 
@@ -153,10 +155,13 @@ def spill_rule(per_spill: Callable[[int], int]) -> Callable[[dict[str, list[str]
 # By the name a variant's variant.toml gives as credit_rule.
 CREDIT_RULES = {
     # 6.1: count/64 per spill until the CRNG is ready, nothing afterwards.
-    "stock": CreditRule("stock", spill_rule(stock_spill_credit), None, "ready"),
+    "stock": CreditRule("stock", spill_rule(stock_spill_credit), None, "ready",
+                        1 / INTERRUPTS_PER_BIT),
     # The crng variant in rfc mode: spills below state 2 are fast loads (no
     # credit); from 2 on, 6.1's count/64 per spill, with no end.
-    "rfc": CreditRule("rfc", spill_rule(stock_spill_credit), "ready", None),
+    "rfc": CreditRule("rfc", spill_rule(stock_spill_credit), "ready", None,
+                      1 / INTERRUPTS_PER_BIT),
     # The LRNG: 256/288 bits per interrupt that passes the stuck test, always.
-    "lrng": CreditRule("lrng", check_lrng_credit, None, None, kprobes="vmbus-lrng"),
+    "lrng": CreditRule("lrng", check_lrng_credit, None, None,
+                       LRNG_BITS_PER_INTERRUPT, kprobes="vmbus-lrng"),
 }

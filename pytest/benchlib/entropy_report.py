@@ -26,14 +26,11 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from . import entropy, measure
+from .credit import CREDIT_RULES
 from .errors import BenchError
 from .profiles import get_profile
 from .record import BootRecord, KmsgIncomplete, messages_from, parse_data, read_text
 
-# Nominal credit per interrupt, by variant.toml credit_rule: 6.1 credits count/64
-# bits per fast-pool spill (1 bit per 64 interrupts); the RFC the same from its
-# ready state on, nothing for its fast loads below it; the LRNG 256/288.
-CREDIT_PER_IRQ = {"stock": 1 / 64, "rfc": 1 / 64, "lrng": 256 / 288}
 # Bits the design claims at a milestone; a milestone not here claims none (the
 # RFC's crng_init 2 is ready on uncredited fast loads).
 CLAIMED_BITS = {"crng init done": 256, "crng_init 3": 128, "initially seeded": 32,
@@ -117,6 +114,12 @@ def _credit_rule(record: BootRecord) -> str:
         return DEFAULT_CREDIT_RULE
 
 
+def credit_per_irq(rule: str) -> Optional[float]:
+    """Nominal credit of one interrupt under a variant's rule (benchlib/credit.py)."""
+    known = CREDIT_RULES.get(rule)
+    return known.bits_per_interrupt if known else None
+
+
 ON_CAPTURE = (-1, False)
 
 
@@ -159,7 +162,7 @@ def cells(records: Iterable[BootRecord]) -> list[EntropyCell]:
             rule = _credit_rule(record)
             by_cell[key] = EntropyCell(record.profile, record.variant, sources=sources,
                                        deterministic=deterministic,
-                                       credit_per_irq=CREDIT_PER_IRQ.get(rule))
+                                       credit_per_irq=credit_per_irq(rule))
         cell = by_cell[key]
         summary = _summary_of(record)
         if summary is not None and summary.get("min_entropy") is not None:
