@@ -16,7 +16,9 @@
 #   gcc -m32) together with QEMU's hyperv-testdev checks the Hyper-V CPUID leaves,
 #   the hypercall page, VP index and reference time MSRs, HvPostMessage delivery
 #   to a SINT, re-delivery of a message that found its slot busy after the guest
-#   writes EOM, HvSignalEvent (event flag + SINT), synthetic timer 0 in
+#   writes EOM, #GP on read-only MSRs and on an unmasked SINT below vector 16,
+#   #UD for VMCALL with the hypercall page disabled, HvSignalEvent (event flag +
+#   SINT), synthetic timer 0 in
 #   message mode (periodic and one-shot; a one-shot reprogrammed while its expiry
 #   waits for EOM in a busy slot still delivers the new expiry, and only it), the
 #   reference TSC page (its time between two reads of the time reference

@@ -77,6 +77,8 @@ static volatile uint32_t *const evt_page = (volatile uint32_t *)SIEFP_PAGE;
 static void *hypercall_page = (void *)HYPERCALL_PAGE;
 
 static volatile uint32_t irq_count[256];
+/* boot.S: where an expected #UD or #GP resumes, and which one came */
+volatile uint32_t fault_resume, fault_vector;
 static volatile uint64_t direct_first, direct_last;
 /* auto-EOI test: the handler does not EOI this vector at the APIC */
 static volatile uint32_t no_apic_eoi_vector;
@@ -113,6 +115,35 @@ static inline void wrmsr(uint32_t msr, uint64_t v)
 {
     __asm__ volatile("wrmsr" : : "c"(msr), "a"((uint32_t)v),
                      "d"((uint32_t)(v >> 32)) : "memory");
+}
+
+#define UD_VECTOR 6
+#define GP_VECTOR 13
+
+/* WRMSR, resuming after it if it faults: the vector that came, or 0 */
+static uint32_t wrmsr_fault(uint32_t msr, uint64_t v)
+{
+    fault_vector = 0;
+    __asm__ volatile("movl $1f, fault_resume\n\t"
+                     "wrmsr\n"
+                     "1:\tmovl $0, fault_resume"
+                     : : "c"(msr), "a"((uint32_t)v), "d"((uint32_t)(v >> 32))
+                     : "memory");
+    return fault_vector;
+}
+
+/* VMCALL (code in EDX:EAX, as the 32-bit ABI), resuming after it if it faults */
+static uint32_t vmcall_fault(uint32_t code)
+{
+    uint32_t eax = code, edx = 0;
+
+    fault_vector = 0;
+    __asm__ volatile("movl $1f, fault_resume\n\t"
+                     "vmcall\n"
+                     "1:\tmovl $0, fault_resume"
+                     : "+a"(eax), "+d"(edx) : "b"(0), "c"(0), "D"(0), "S"(0)
+                     : "memory", "cc");
+    return fault_vector;
 }
 
 static inline void cpuid(uint32_t leaf, uint32_t *a, uint32_t *b,
@@ -458,6 +489,29 @@ void main(void)
         /* the vector is stuck in service: EOI it for what follows */
         *(volatile uint32_t *)(APIC_BASE + 0xb0) = 0;
     }
+
+    /*
+     * Negative cases, as KVM and Hyper-V have them: read-only MSRs and an
+     * unmasked SINT on a vector below 16 are #GP (and change nothing);
+     * VMCALL with the hypercall page disabled is #UD, not a hypercall.
+     */
+    check(wrmsr_fault(HV_X64_MSR_VP_INDEX, 5) == GP_VECTOR &&
+          rdmsr(HV_X64_MSR_VP_INDEX) == 0, "WRMSR VP_INDEX (read-only): #GP");
+    check(wrmsr_fault(HV_X64_MSR_SVERSION, 2) == GP_VECTOR &&
+          rdmsr(HV_X64_MSR_SVERSION) == 1, "WRMSR SVERSION (read-only): #GP");
+    check(wrmsr_fault(HV_X64_MSR_SINT0 + MSG_SINT, 5) == GP_VECTOR &&
+          rdmsr(HV_X64_MSR_SINT0 + MSG_SINT) == MSG_VECTOR,
+          "WRMSR SINT2, unmasked vector 5: #GP, the SINT unchanged");
+    check(wrmsr_fault(HV_X64_MSR_SINT0 + MSG_SINT, 5 | 1 << 16) == 0 &&
+          wrmsr_fault(HV_X64_MSR_SINT0 + MSG_SINT, MSG_VECTOR) == 0,
+          "WRMSR SINT2, masked vector 5: accepted");
+    b = rdmsr(HV_X64_MSR_HYPERCALL);
+    wrmsr(HV_X64_MSR_HYPERCALL, b & ~1u);
+    check(vmcall_fault(0xffff) == UD_VECTOR,
+          "VMCALL with the hypercall page disabled: #UD");
+    wrmsr(HV_X64_MSR_HYPERCALL, b);
+    check(vmcall_fault(0xffff) == 0, "VMCALL with the hypercall page enabled: "
+          "no fault");
 
     /* HvSignalEvent, fast: connection id in EBX:ECX */
     status = hypercall(0x005d | 1 << 16, EVT_CONN, 0);
