@@ -13,17 +13,22 @@
 #   REBOOT_WINDOW  at most this many seconds of the reboot loop, default 180
 #
 # synic: a bare-metal 32-bit multiboot guest (tests/synic-test/, built here with
-#   gcc -m32) together with QEMU's hyperv-testdev checks the Hyper-V CPUID leaves,
-#   the hypercall page, VP index and reference time MSRs, HvPostMessage delivery
-#   to a SINT, re-delivery of a message that found its slot busy after the guest
-#   writes EOM, #GP on read-only MSRs and on an unmasked SINT below vector 16,
-#   #UD for VMCALL with the hypercall page disabled, HvSignalEvent (event flag +
-#   SINT), synthetic timer 0 in
-#   message mode (periodic and one-shot; a one-shot reprogrammed while its expiry
-#   waits for EOM in a busy slot still delivers the new expiry, and only it), the
-#   reference TSC page (its time between two reads of the time reference
-#   counter) and synthetic timer 1 in direct mode (hv-stimer-direct: interrupts
-#   on its vector, its period, no message). The guest reports on COM1 and exits through isa-debug-exit.
+#   gcc -m32), with QEMU's hyperv-testdev, checks:
+#   - the Hyper-V CPUID leaves, the hypercall page, VP index and reference time;
+#   - HvPostMessage delivery to a SINT; a message that found its slot busy is
+#     delivered after the guest writes EOM; a masked SINT; AutoEOI;
+#   - #GP on read-only MSRs and on an unmasked SINT below vector 16, #UD for
+#     VMCALL with the hypercall page disabled;
+#   - HvSignalEvent (event flag + SINT);
+#   - synthetic timer 0 in message mode: periodic (payloads: timer index,
+#     delivery not before expiration, expirations one period apart), one-shot,
+#     and a one-shot reprogrammed while its expiry waits for EOM in a busy
+#     slot (the new expiry comes, and only it);
+#   - the reference TSC page (its time between two reads of the time
+#     reference counter);
+#   - synthetic timer 1 in direct mode (hv-stimer-direct: interrupts on its
+#     vector, its period, no message).
+#   The guest reports on COM1 and exits through isa-debug-exit.
 # linux: boots $KERNEL on q35 with 2 vCPUs, -cpu qemu64 with hv-* flags and
 #   -device vmbus-bridge, a busybox initramfs (busybox-static) that prints
 #   /proc/interrupts twice, 2 s apart, every CPU's clock event device, the
