@@ -27,7 +27,9 @@
 #   - the reference TSC page (its time between two reads of the time
 #     reference counter);
 #   - synthetic timer 1 in direct mode (hv-stimer-direct: interrupts on its
-#     vector, its period, no message).
+#     vector, its period, no message);
+#   - a second vCPU (INIT-SIPI-SIPI): VP index 1, its own timer delivering to
+#     its own SynIC and not the BSP's, and HvPostMessage across vCPUs both ways.
 #   The guest reports on COM1 and exits through isa-debug-exit.
 # linux: boots $KERNEL on q35 with 2 vCPUs, -cpu qemu64 with hv-* flags and
 #   -device vmbus-bridge, a busybox initramfs (busybox-static) that prints

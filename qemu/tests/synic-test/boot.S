@@ -74,12 +74,50 @@ isr_\vec:
     EXPECTABLE 6, 0
     EXPECTABLE 13, 1
 
+/*
+ * The AP's start: real-mode code that the BSP copies to AP_TRAMPOLINE (below
+ * 1 MiB) and starts with INIT-SIPI-SIPI. It loads this GDT (through a copy of
+ * its descriptor inside the trampoline), enters protected mode and jumps to
+ * ap_entry32, which is linked where the rest is.
+ */
+    .code16
+    .globl ap_tramp_start, ap_tramp_end
+ap_tramp_start:
+    cli
+    mov %cs, %ax
+    mov %ax, %ds
+    lgdtl ap_gdtr - ap_tramp_start
+    mov %cr0, %eax
+    orl $1, %eax
+    mov %eax, %cr0
+    ljmpl $0x08, $ap_entry32
+    .align 4
+ap_gdtr:
+    .word gdt_end - gdt - 1
+    .long gdt
+ap_tramp_end:
+
+    .code32
+ap_entry32:
+    mov $0x10, %ax
+    mov %ax, %ds
+    mov %ax, %es
+    mov %ax, %ss
+    mov %ax, %fs
+    mov %ax, %gs
+    mov $ap_stack_top, %esp
+    call ap_main
+3:  cli
+    hlt
+    jmp 3b
+
     .data
     .align 8
 gdt:
     .quad 0
     .quad 0x00CF9A000000FFFF    /* 0x08: flat 32-bit code */
     .quad 0x00CF92000000FFFF    /* 0x10: flat data */
+gdt_end:
 gdt_desc:
     .word gdt_desc - gdt - 1
     .long gdt
@@ -88,3 +126,5 @@ gdt_desc:
     .align 16
     .space 16384
 stack_top:
+    .space 4096
+ap_stack_top:
