@@ -12,7 +12,7 @@
 #   TIMEOUT    seconds per QEMU run, default 120
 #   REBOOT_WINDOW  at most this many seconds of the reboot loop, default 180
 #
-# synic: a bare-metal 32-bit multiboot guest (tests/synic-test/, built here with
+# synic: a bare-metal multiboot guest (32-bit, then long mode) (tests/synic-test/, built here with
 #   gcc -m32), with QEMU's hyperv-testdev, checks:
 #   - the Hyper-V CPUID leaves, the hypercall page, VP index and reference time;
 #   - HvPostMessage delivery to a SINT; a message that found its slot busy is
@@ -29,7 +29,9 @@
 #   - synthetic timer 1 in direct mode (hv-stimer-direct: interrupts on its
 #     vector, its period, no message);
 #   - a second vCPU (INIT-SIPI-SIPI): VP index 1, its own timer delivering to
-#     its own SynIC and not the BSP's, and HvPostMessage across vCPUs both ways.
+#     its own SynIC and not the BSP's, and HvPostMessage across vCPUs both ways;
+#   - last, long mode and the 64-bit hypercall ABI (control in RCX, input in
+#     RDX): HvPostMessage, and HvSignalEvent as a fast call.
 #   The guest reports on COM1 and exits through isa-debug-exit.
 # linux: boots $KERNEL on q35 with 2 vCPUs, -cpu qemu64 with hv-* flags and
 #   -device vmbus-bridge, a busybox initramfs (busybox-static) that prints

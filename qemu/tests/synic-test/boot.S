@@ -111,12 +111,69 @@ ap_entry32:
     hlt
     jmp 3b
 
+/*
+ * Long mode, for the 64-bit hypercall ABI. enter_long_mode(cont, pml4, input,
+ * evt_conn) turns on PAE, EFER.LME and paging with the page tables at pml4
+ * (identity-mapped by the caller), and in 64-bit mode makes two hypercalls by
+ * the 64-bit register convention (control in RCX, input in RDX, output in R8):
+ * HvPostMessage with its input page at `input`, and a fast HvSignalEvent on
+ * connection evt_conn. Their RAX go to lm_post_status and lm_signal_status.
+ * It then returns to 32-bit code in compatibility mode and calls cont, which
+ * never returns. Interrupts stay off: the IDT is a 32-bit one.
+ */
+    .code32
+    .globl enter_long_mode
+enter_long_mode:
+    cli
+    mov 4(%esp), %edi               /* cont */
+    mov 12(%esp), %esi              /* input page */
+    mov 16(%esp), %ebp              /* evt_conn */
+    mov 8(%esp), %eax
+    mov %eax, %cr3
+    mov %cr4, %eax
+    or $0x20, %eax                  /* PAE */
+    mov %eax, %cr4
+    mov $0xC0000080, %ecx           /* EFER */
+    rdmsr
+    or $0x100, %eax                 /* LME */
+    wrmsr
+    mov %cr0, %eax
+    or $0x80000000, %eax            /* PG */
+    mov %eax, %cr0
+    ljmp $0x18, $lm64
+    .code64
+lm64:
+    mov %esp, %esp                  /* zero-extended into RSP */
+    mov $0x5c, %ecx                 /* HvPostMessage, slow */
+    mov %esi, %edx
+    xor %r8d, %r8d
+    vmcall
+    mov $lm_post_status, %ebx
+    mov %rax, (%rbx)
+    mov $0x1005d, %ecx              /* HvSignalEvent, fast */
+    mov %ebp, %edx
+    xor %r8d, %r8d
+    vmcall
+    mov $lm_signal_status, %ebx
+    mov %rax, (%rbx)
+    push $0x08                      /* the 32-bit code segment: compatibility mode */
+    mov $lm_compat, %eax
+    push %rax
+    lretq
+    .code32
+lm_compat:
+    call *%edi
+4:  cli
+    hlt
+    jmp 4b
+
     .data
     .align 8
 gdt:
     .quad 0
     .quad 0x00CF9A000000FFFF    /* 0x08: flat 32-bit code */
     .quad 0x00CF92000000FFFF    /* 0x10: flat data */
+    .quad 0x00AF9A000000FFFF    /* 0x18: 64-bit code */
 gdt_end:
 gdt_desc:
     .word gdt_desc - gdt - 1

@@ -36,6 +36,10 @@
 #define SIEFP_PAGE      0x202000
 #define INPUT_PAGE      0x203000
 #define TSC_PAGE        0x204000
+/* long mode: identity map of the first GiB in 2 MiB pages */
+#define LM_PML4         0x300000
+#define LM_PDPT         0x301000
+#define LM_PD           0x302000
 /* the AP's own SynIC pages and hypercall input page */
 #define AP_SIMP_PAGE    0x205000
 #define AP_SIEFP_PAGE   0x206000
@@ -493,6 +497,8 @@ static void start_ap(void)
     }
 }
 
+static void long_mode_test(void);
+
 void main(void);
 void main(void)
 {
@@ -838,10 +844,68 @@ void main(void)
     m->type = 0;
     wrmsr(HV_X64_MSR_EOM, 0);
 
+    /* last, as it does not come back to protected mode */
+    long_mode_test();
+}
+
+static void finish(void)
+{
     if (failures) {
         puts_serial("SYNIC-TEST: FAILED\n");
         qemu_exit(1);
     }
     puts_serial("SYNIC-TEST: PASS\n");
     qemu_exit(0);
+}
+
+/* boot.S */
+void enter_long_mode(void (*cont)(void), uint32_t pml4, uint32_t input,
+                     uint32_t evt_conn);
+volatile uint64_t lm_post_status = ~0ull, lm_signal_status = ~0ull;
+
+#define LM_MESSAGE_TYPE 0x1250
+
+/* compatibility mode, after the 64-bit hypercalls: check what they did */
+static void long_mode_checks(void)
+{
+    volatile struct hv_message *m = &msg_page[MSG_SINT];
+    uint64_t deadline = ref_time() + 20000000;
+
+    while (m->type != LM_MESSAGE_TYPE && ref_time() < deadline) {
+        __asm__ volatile("pause");
+    }
+    check((lm_post_status & 0xffff) == 0 && m->type == LM_MESSAGE_TYPE &&
+          m->payload[0] == 'L', "64-bit ABI (RCX control, RDX input GPA): "
+          "HvPostMessage succeeds and the message is in the SINT2 slot");
+    check((lm_signal_status & 0xffff) == 0 &&
+          (evt_page[EVT_SINT * 64] & (1u << EVT_CONN)),
+          "64-bit ABI, fast (RDX parameter): HvSignalEvent sets the event flag");
+    finish();
+}
+
+static void long_mode_test(void)
+{
+    struct hv_post_message_input *in = (void *)INPUT_PAGE;
+    uint64_t *pml4 = (uint64_t *)LM_PML4, *pdpt = (uint64_t *)LM_PDPT;
+    uint64_t *pd = (uint64_t *)LM_PD;
+    int i;
+
+    for (i = 0; i < 512; i++) {
+        pml4[i] = 0;
+        pdpt[i] = 0;
+        pd[i] = (uint64_t)i << 21 | 0x83;       /* present, writable, 2 MiB */
+    }
+    pml4[0] = LM_PDPT | 3;
+    pdpt[0] = LM_PD | 3;
+    in->connection_id = MSG_CONN;
+    in->reserved = 0;
+    in->message_type = LM_MESSAGE_TYPE;
+    in->payload_size = 16;
+    for (i = 0; i < 16; i++) {
+        in->payload[i] = 'L';
+    }
+    msg_page[MSG_SINT].type = 0;
+    evt_page[EVT_SINT * 64] &= ~(1u << EVT_CONN);
+    __asm__ volatile("mfence" : : : "memory");
+    enter_long_mode(long_mode_checks, LM_PML4, INPUT_PAGE, EVT_CONN);
 }
