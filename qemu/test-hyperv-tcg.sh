@@ -12,8 +12,8 @@
 #   TIMEOUT    seconds per QEMU run, default 120
 #   REBOOT_WINDOW  at most this many seconds of the reboot loop, default 180
 #
-# synic: a bare-metal multiboot guest (32-bit, then long mode) (tests/synic-test/, built here with
-#   gcc -m32), with QEMU's hyperv-testdev, checks:
+# synic: a bare-metal multiboot guest, 32-bit and then long mode (tests/synic-test/,
+#   built here with gcc -m32), with QEMU's hyperv-testdev, checks:
 #   - the Hyper-V CPUID leaves, the hypercall page, VP index and reference time;
 #   - HvPostMessage delivery to a SINT; a message that found its slot busy is
 #     delivered after the guest writes EOM; a masked SINT; AutoEOI;
