@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchlib.credit import check_credit_rule, hits_by, parse_hist, stock_spill_credit
+from benchlib.credit import check_credit_rule, hits_by, stock_spill_credit, window_hist
 from benchlib.procfs import parse_interrupts
 from benchlib.profiles import quiet_profiles
 from benchlib.record import BootRecord
@@ -38,7 +38,7 @@ def sections(record: BootRecord) -> dict[str, list[str]]:
 def test_stock_credit_sampled_irqs_exist_and_grew(credit_run: BootRecord) -> None:
     s = sections(credit_run)
     before, after = parse_interrupts(s["interrupts_before"]), parse_interrupts(s["interrupts_after"])
-    sampled = hits_by(parse_hist(s["hist air"]), "irq")
+    sampled = hits_by(window_hist(s, "air"), "irq")
     assert sampled, "no interrupt was sampled by add_interrupt_randomness"
     for irq, hits in sampled.items():
         assert irq in after, f"irq {irq} sampled {hits} times is not in /proc/interrupts"

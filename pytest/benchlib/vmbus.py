@@ -1,7 +1,7 @@
 """What the VMBus tests read from a `vmbus` task: who fed the RNG, from where."""
 from __future__ import annotations
 
-from .credit import parse_hist
+from .credit import window_hist
 from .procfs import parse_interrupts
 
 # arch/x86/include/asm/irq_vectors.h: the vector vmbus_isr() is entered on and
@@ -19,7 +19,7 @@ SAMPLES_PER_COUNT_MIN, SAMPLES_PER_COUNT_MAX, SAMPLES_SLACK = 0.5, 2.0, 16
 def samples_by_caller(sections: dict[str, list[str]]) -> dict[tuple[str, int], int]:
     """{(caller symbol, irq): samples} from the caller-keyed add_interrupt_randomness hist."""
     found: dict[tuple[str, int], int] = {}
-    for keys, hits in parse_hist(sections["hist air"]):
+    for keys, hits in window_hist(sections, "air"):
         caller = keys["caller"].split("+")[0].strip("[]").split()[-1]
         key = (caller, int(keys["irq"]))
         found[key] = found.get(key, 0) + hits
@@ -38,7 +38,7 @@ def via_vmbus_isr(sections: dict[str, list[str]]) -> int:
 
 
 def vmbus_isr_entries(sections: dict[str, list[str]]) -> int:
-    return sum(n for _, n in parse_hist(sections["hist visr"]))
+    return sum(n for _, n in window_hist(sections, "visr"))
 
 
 def within_bounds(samples: int, count: int) -> bool:
