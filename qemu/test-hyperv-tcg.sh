@@ -18,7 +18,7 @@
 #   - HvPostMessage delivery to a SINT; a message that found its slot busy is
 #     delivered after the guest writes EOM; a masked SINT; AutoEOI;
 #   - #GP on read-only MSRs and on an unmasked SINT below vector 16, #UD for
-#     VMCALL with the hypercall page disabled;
+#     VMCALL with the hypercall page disabled, and for VMCALL at CPL 3;
 #   - HvSignalEvent (event flag + SINT);
 #   - synthetic timer 0 in message mode: periodic (payloads: timer index,
 #     delivery not before expiration, expirations one period apart), one-shot,

@@ -167,6 +167,42 @@ lm_compat:
     hlt
     jmp 4b
 
+/*
+ * run_at_cpl3(fn): call fn() at CPL 3 (flat DPL 3 segments, interrupts off) and
+ * come back. fn ends with `int $0x84` (a DPL 3 gate to cpl3_return), which
+ * restores the CPL 0 stack saved here and returns from run_at_cpl3.
+ */
+    .code32
+    .globl run_at_cpl3, cpl3_return
+run_at_cpl3:
+    pushf
+    push %ebx
+    push %esi
+    push %edi
+    push %ebp
+    mov %esp, cpl0_esp
+    mov 24(%esp), %eax              /* fn */
+    push $0x2B                      /* SS: DPL 3 data */
+    push $cpl3_stack_top
+    push $0x002                     /* EFLAGS: interrupts off */
+    push $0x23                      /* CS: DPL 3 code */
+    push %eax
+    mov $0x2B, %bx
+    mov %bx, %ds
+    mov %bx, %es
+    iret
+cpl3_return:
+    mov $0x10, %ax
+    mov %ax, %ds
+    mov %ax, %es
+    mov cpl0_esp, %esp
+    pop %ebp
+    pop %edi
+    pop %esi
+    pop %ebx
+    popf
+    ret
+
     .data
     .align 8
 gdt:
@@ -174,6 +210,11 @@ gdt:
     .quad 0x00CF9A000000FFFF    /* 0x08: flat 32-bit code */
     .quad 0x00CF92000000FFFF    /* 0x10: flat data */
     .quad 0x00AF9A000000FFFF    /* 0x18: 64-bit code */
+    .quad 0x00CFFA000000FFFF    /* 0x20: flat 32-bit code, DPL 3 */
+    .quad 0x00CFF2000000FFFF    /* 0x28: flat data, DPL 3 */
+    .globl gdt_tss
+gdt_tss:
+    .quad 0                     /* 0x30: the TSS, filled in by run_at_cpl3() */
 gdt_end:
 gdt_desc:
     .word gdt_desc - gdt - 1
@@ -185,3 +226,7 @@ gdt_desc:
 stack_top:
     .space 4096
 ap_stack_top:
+    .space 4096
+cpl3_stack_top:
+cpl0_esp:
+    .long 0

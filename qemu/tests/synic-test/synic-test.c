@@ -412,6 +412,52 @@ static void load_idt_and_apic(void)
     *(volatile uint32_t *)(APIC_BASE + 0x80) = 0;     /* TPR */
 }
 
+/*
+ * CPL 3: a TSS for the way back to CPL 0 (its stack: the one an exception from
+ * CPL 3 runs on), and a DPL 3 gate on CPL3_RETURN_VECTOR to boot.S's
+ * cpl3_return.
+ */
+#define CPL3_RETURN_VECTOR 0x84
+extern uint64_t gdt_tss[];
+extern char cpl3_return[];
+void run_at_cpl3(void (*fn)(void));
+static uint32_t tss[26];
+static uint8_t cpl0_fault_stack[4096] __attribute__((aligned(16)));
+
+static void setup_cpl3(void)
+{
+    uint32_t base = (uint32_t)tss, limit = sizeof(tss) - 1;
+    uint32_t a = (uint32_t)cpl3_return;
+
+    tss[1] = (uint32_t)(cpl0_fault_stack + sizeof(cpl0_fault_stack));  /* ESP0 */
+    tss[2] = 0x10;                                                      /* SS0 */
+    tss[25] = sizeof(tss) << 16;            /* no I/O bitmap */
+    /* 32-bit available TSS, DPL 0 */
+    gdt_tss[0] = (uint64_t)(limit & 0xffff) | (uint64_t)(base & 0xffffff) << 16 |
+                 (uint64_t)0x89 << 40 | (uint64_t)(limit >> 16) << 48 |
+                 (uint64_t)(base >> 24) << 56;
+    __asm__ volatile("ltr %w0" : : "r"(0x30));
+    /* 32-bit interrupt gate, DPL 3 */
+    idt[CPL3_RETURN_VECTOR] = (uint64_t)(a & 0xffff) | (uint64_t)0x08 << 16 |
+                              (uint64_t)0xee00 << 32 | (uint64_t)(a >> 16) << 48;
+}
+
+/* at CPL 3: VMCALL (HvPostMessage's code, an enabled hypercall page) */
+static volatile uint32_t cpl3_vmcall_vector = 0xffffffff;
+static void cpl3_vmcall(void)
+{
+    uint32_t eax = 0x005c, edx = 0;
+
+    fault_vector = 0;
+    __asm__ volatile("movl $1f, fault_resume\n\t"
+                     "vmcall\n"
+                     "1:\tmovl $0, fault_resume"
+                     : "+a"(eax), "+d"(edx) : "b"(0), "c"(INPUT_PAGE), "D"(0), "S"(0)
+                     : "memory", "cc");
+    cpl3_vmcall_vector = fault_vector;
+    __asm__ volatile("int $0x84");
+}
+
 static void setup_interrupts(void)
 {
     int i;
@@ -649,6 +695,11 @@ void main(void)
     wrmsr(HV_X64_MSR_HYPERCALL, b);
     check(vmcall_fault(0xffff) == 0, "VMCALL with the hypercall page enabled: "
           "no fault");
+    setup_cpl3();
+    a = irq_count[MSG_VECTOR];
+    run_at_cpl3(cpl3_vmcall);
+    check(cpl3_vmcall_vector == UD_VECTOR && irq_count[MSG_VECTOR] == a,
+          "VMCALL at CPL 3 with the hypercall page enabled: #UD, no hypercall");
 
     /* HvSignalEvent, fast: connection id in EBX:ECX */
     status = hypercall(0x005d | 1 << 16, EVT_CONN, 0);
