@@ -217,7 +217,7 @@ def test_vmbus_save_restore_keeps_ticking(libvirt_conn, initrd, accel, run_dir, 
     try:
         # Not --autodestroy: libvirt refuses to save such a domain; destroyed below.
         dom = libvirt_conn.createXML(xml, 0)
-        _wait_for(lambda: "@@SECTION interrupts_before" in read_text(data_log),
+        _wait_for(lambda: "@@SECTION window_open" in read_text(data_log),
                   SAVE_BOOT_DEADLINE_S, f"the vmbus window to open ({console_log})")
         time.sleep(SAVE_AFTER_S)
         dom.save(str(image))
