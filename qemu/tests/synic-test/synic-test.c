@@ -295,6 +295,9 @@ void isr_handler(uint32_t vector);
 /* What the AP (VP 1) received on its own SynIC */
 static volatile uint32_t ap_started, ap_vp_index, ap_timer_msgs, ap_msgs, ap_msg_type;
 static volatile uint32_t ap_post_request, ap_post_status = 0xffffffff;
+/* what the AP read of its own Hyper-V MSRs when it was started again (INIT) */
+static volatile uint32_t ap_restarted;
+static volatile uint64_t ap_init_simp, ap_init_scontrol, ap_init_sint4, ap_init_stimer0;
 
 static uint32_t this_apic_id(void)
 {
@@ -488,6 +491,24 @@ void ap_main(void)
     int i;
 
     load_idt_and_apic();
+    if (ap_started) {
+        /* INIT-SIPI again: the SynIC and the timer must have been kept */
+        ap_init_simp = rdmsr(HV_X64_MSR_SIMP);
+        ap_init_scontrol = rdmsr(HV_X64_MSR_SCONTROL);
+        ap_init_sint4 = rdmsr(HV_X64_MSR_SINT0 + TIMER_SINT);
+        ap_init_stimer0 = rdmsr(HV_X64_MSR_STIMER0_CONFIG);
+        __asm__ volatile("sti");
+        /*
+         * INIT reset the local APIC: an expiry message whose interrupt was
+         * pending then is still in its slot, and later ones wait behind it for
+         * an EOM. Take it, as a guest bringing a CPU back up would.
+         */
+        ap_take_message(TIMER_SINT, &ap_timer_msgs);
+        ap_restarted = 1;
+        for (;;) {
+            __asm__ volatile("pause");
+        }
+    }
     ap_vp_index = rdmsr(HV_X64_MSR_VP_INDEX);
     wrmsr(HV_X64_MSR_SIMP, AP_SIMP_PAGE | 1);
     wrmsr(HV_X64_MSR_SIEFP, AP_SIEFP_PAGE | 1);
@@ -895,6 +916,17 @@ void main(void)
     m->type = 0;
     wrmsr(HV_X64_MSR_EOM, 0);
 
+    /* INIT resets the AP's architectural state, not its SynIC or timers */
+    start_ap();
+    check(wait_count(&ap_restarted, 1) && ap_init_simp == (AP_SIMP_PAGE | 1) &&
+          ap_init_scontrol == 1 && ap_init_sint4 == TIMER_VECTOR &&
+          ap_init_stimer0 == ((uint64_t)TIMER_SINT << 16 | 2 | 1),
+          "AP INIT-SIPI again: its SIMP, SCONTROL, SINT4 and stimer0 config are "
+          "kept");
+    a = ap_timer_msgs;
+    check(wait_count(&ap_timer_msgs, a + 10), "AP after INIT: its timer still "
+          "delivers to its SynIC");
+
     /* last, as it does not come back to protected mode */
     long_mode_test();
 }
@@ -928,6 +960,10 @@ static void long_mode_checks(void)
     check((lm_post_status & 0xffff) == 0 && m->type == LM_MESSAGE_TYPE &&
           m->payload[0] == 'L', "64-bit ABI (RCX control, RDX input GPA): "
           "HvPostMessage succeeds and the message is in the SINT2 slot");
+    deadline = ref_time() + 20000000;
+    while (!(evt_page[EVT_SINT * 64] & (1u << EVT_CONN)) && ref_time() < deadline) {
+        __asm__ volatile("pause");
+    }
     check((lm_signal_status & 0xffff) == 0 &&
           (evt_page[EVT_SINT * 64] & (1u << EVT_CONN)),
           "64-bit ABI, fast (RDX parameter): HvSignalEvent sets the event flag");
