@@ -26,16 +26,21 @@ _start:
     hlt
     jmp 2b
 
-/* one stub per vector: push the vector number, call isr_handler(vector) */
-    .macro ISR vec
-    .globl isr_\vec
-isr_\vec:
+/* push the vector number, call isr_handler(vector) */
+    .macro ISR_BODY vec
     pusha
     push $\vec
     call isr_handler
     add $4, %esp
     popa
     iret
+    .endm
+
+/* one stub per vector */
+    .macro ISR vec
+    .globl isr_\vec
+isr_\vec:
+    ISR_BODY \vec
     .endm
 
     .irp v, 0,1,2,3,4,5,7,8,9,10,11,12,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,80,81,82,83,255
@@ -63,12 +68,7 @@ isr_\vec:
     movl $0, fault_resume
     pop %eax
     iret
-1:  pusha
-    push $\vec
-    call isr_handler
-    add $4, %esp
-    popa
-    iret
+1:  ISR_BODY \vec
     .endm
 
     EXPECTABLE 6, 0

@@ -269,20 +269,27 @@ static uint64_t hypercall(uint64_t control, uint64_t input, uint64_t output)
     return (uint64_t)edx << 32 | eax;
 }
 
-static uint16_t post_message(uint32_t type, char fill)
+/* HvPostMessage's input: a 16-byte payload of `fill` to connection `conn` */
+static void post_input(uint32_t page, uint32_t conn, uint32_t type, char fill)
 {
-    struct hv_post_message_input *in = (void *)INPUT_PAGE;
-    uint64_t deadline = ref_time() + 20000000;
-    uint16_t status;
+    struct hv_post_message_input *in = (void *)page;
     int i;
 
-    in->connection_id = MSG_CONN;
+    in->connection_id = conn;
     in->reserved = 0;
     in->message_type = type;
     in->payload_size = 16;
     for (i = 0; i < 16; i++) {
         in->payload[i] = fill;
     }
+}
+
+static uint16_t post_message(uint32_t type, char fill)
+{
+    uint64_t deadline = ref_time() + 20000000;
+    uint16_t status;
+
+    post_input(INPUT_PAGE, MSG_CONN, type, fill);
     do {
         /* HvPostMessage, slow call: input GPA in EBX:ECX */
         status = hypercall(0x005c, INPUT_PAGE, 0);
@@ -487,9 +494,6 @@ static void setup_interrupts(void)
 void ap_main(void);
 void ap_main(void)
 {
-    struct hv_post_message_input *in = (void *)AP_INPUT_PAGE;
-    int i;
-
     load_idt_and_apic();
     if (ap_started) {
         /* INIT-SIPI again: the SynIC and the timer must have been kept */
@@ -521,13 +525,7 @@ void ap_main(void)
     ap_started = 1;
     for (;;) {
         if (ap_post_request) {
-            in->connection_id = MSG_CONN;
-            in->reserved = 0;
-            in->message_type = 0x1241;
-            in->payload_size = 16;
-            for (i = 0; i < 16; i++) {
-                in->payload[i] = 'P';
-            }
+            post_input(AP_INPUT_PAGE, MSG_CONN, 0x1241, 'P');
             ap_post_status = hypercall(0x005c, AP_INPUT_PAGE, 0) & 0xffff;
             ap_post_request = 0;
         }
@@ -896,15 +894,8 @@ void main(void)
     outl(TESTDEV_PORT, AP_MSG_CONN << 24 | TESTDEV_MSG_CONN_CREATE << 16 |
          1 << 8 | MSG_SINT);
     a = irq_count[MSG_VECTOR];
-    {
-        struct hv_post_message_input *in = (void *)INPUT_PAGE;
-
-        in->connection_id = AP_MSG_CONN;
-        in->reserved = 0;
-        in->message_type = 0x1240;
-        in->payload_size = 16;
-        status = hypercall(0x005c, INPUT_PAGE, 0);
-    }
+    post_input(INPUT_PAGE, AP_MSG_CONN, 0x1240, 'V');
+    status = hypercall(0x005c, INPUT_PAGE, 0);
     check((status & 0xffff) == 0 && wait_count(&ap_msgs, 1) &&
           ap_msg_type == 0x1240 && irq_count[MSG_VECTOR] == a,
           "HvPostMessage on VP 0 to a connection of VP 1: in VP 1's SINT2 slot, "
@@ -972,7 +963,6 @@ static void long_mode_checks(void)
 
 static void long_mode_test(void)
 {
-    struct hv_post_message_input *in = (void *)INPUT_PAGE;
     uint64_t *pml4 = (uint64_t *)LM_PML4, *pdpt = (uint64_t *)LM_PDPT;
     uint64_t *pd = (uint64_t *)LM_PD;
     int i;
@@ -984,13 +974,7 @@ static void long_mode_test(void)
     }
     pml4[0] = LM_PDPT | 3;
     pdpt[0] = LM_PD | 3;
-    in->connection_id = MSG_CONN;
-    in->reserved = 0;
-    in->message_type = LM_MESSAGE_TYPE;
-    in->payload_size = 16;
-    for (i = 0; i < 16; i++) {
-        in->payload[i] = 'L';
-    }
+    post_input(INPUT_PAGE, MSG_CONN, LM_MESSAGE_TYPE, 'L');
     msg_page[MSG_SINT].type = 0;
     evt_page[EVT_SINT * 64] &= ~(1u << EVT_CONN);
     __asm__ volatile("mfence" : : : "memory");
