@@ -197,6 +197,12 @@ else
 	step "ccache is not installed (run 'make setup'): building without it"
 fi
 kmake() { make -C "$tree" CC="$cc" "$@"; }
+# apply_patch FILE ONTO: one patch of the series onto $tree (ONTO names it in errors)
+apply_patch() {
+	step "applying ${1#"$here/patches/"}"
+	patch -d "$tree" -p1 --quiet --forward --no-backup-if-mismatch < "$1" \
+		|| die "patch '${1#"$here/patches/"}' (variant '$variant') does not apply to $2"
+}
 
 # A variant with a parent, patches of its own and no config fragment of its own
 # (the test-only variants) is built incrementally: an overlay on the parent's built
@@ -226,10 +232,7 @@ if [ -n "$parent_tree" ]; then
 		tree=$build_at
 		step "preparing source tree: an overlay on the built tree of '$parent_target'"
 		for p in "${patches[@]}"; do
-			case "$p" in "$here/patches/$variant/"*) ;; *) continue ;; esac
-			step "applying ${p#"$here/patches/"}"
-			patch -d "$tree" -p1 --quiet --forward --no-backup-if-mismatch < "$p" \
-				|| die "patch '${p#"$here/patches/"}' (variant '$variant') does not apply on '$parent_target'"
+			case "$p" in "$here/patches/$variant/"*) apply_patch "$p" "'$parent_target'" ;; esac
 		done
 		step "configuration: the parent's (no fragment of its own)"
 	else
@@ -251,11 +254,7 @@ if [ -z "$tree" ]; then
 	else
 		step "cannot bind-mount the tree at $build_at ($(head -n 1 "$out/mount.log")): building it in place"
 	fi
-	for p in "${patches[@]}"; do
-		step "applying ${p#"$here/patches/"}"
-		patch -d "$tree" -p1 --quiet --forward --no-backup-if-mismatch < "$p" \
-			|| die "patch '${p#"$here/patches/"}' (variant '$variant') does not apply to $(basename "$tarball")"
-	done
+	for p in "${patches[@]}"; do apply_patch "$p" "$(basename "$tarball")"; done
 
 	step "configuring (tinyconfig + ${fragments[*]##*/})"
 	kmake -s tinyconfig >/dev/null
