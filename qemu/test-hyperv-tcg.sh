@@ -19,6 +19,8 @@
 #     delivered after the guest writes EOM; a masked SINT; AutoEOI;
 #   - #GP on read-only MSRs and on an unmasked SINT below vector 16, #UD for
 #     VMCALL with the hypercall page disabled, and for VMCALL at CPL 3;
+#   - VMCALL in a nested guest (TCG's SVM: VMRUN, #UD intercepted): a #UD
+#     exit at the VMCALL, never a hypercall to this hypervisor;
 #   - HvSignalEvent (event flag + SINT);
 #   - synthetic timer 0 in message mode: periodic (payloads: timer index,
 #     delivery not before expiration, expirations one period apart), one-shot,

@@ -7,7 +7,8 @@
  * the Hyper-V CPUID leaves, the hypercall page, the VP index and reference
  * time MSRs, message delivery, re-delivery of a message that found its slot
  * busy once the guest writes EOM, a message posted to a masked SINT (kept
- * in its slot, raised on unmask), SINT auto-EOI, HvSignalEvent, the periodic
+ * in its slot, raised on unmask), SINT auto-EOI, #GP and #UD cases (VMCALL at
+ * CPL 3, and in a nested SVM guest), HvSignalEvent, the periodic
  * synthetic timer 0 in message mode, the reference TSC page against the
  * time reference counter, and synthetic timer 1 in direct mode (its
  * period and that it posts no message). Output goes to COM1; the result
@@ -468,6 +469,108 @@ static void cpl3_vmcall(void)
     __asm__ volatile("int $0x84");
 }
 
+/*
+ * A nested guest under TCG's SVM emulation: VMRUN with a VMCB whose guest runs
+ * in this flat 32-bit address space and executes VMCALL. VMCALL is Intel's:
+ * in an AMD guest it is #UD, which this VMCB intercepts, so the nested guest's
+ * VMCALL must come back here as a #UD exit, and never reach our hypervisor's
+ * hypercall handler (which would post the message in the input page and let
+ * the guest run on to its HLT, intercepted too).
+ */
+#define VMCB_PAGE           0x208000
+#define HSAVE_PAGE          0x209000
+#define MSR_EFER            0xC0000080
+#define MSR_VM_HSAVE_PA     0xC0010117
+#define EFER_SVME           (1u << 12)
+#define CPUID_SVM           (1u << 2)       /* CPUID 0x80000001 ECX */
+/* target/i386/svm.h: the VMCB's offsets, and exit codes */
+#define VMCB_INTERCEPT_EXC  0x008
+#define VMCB_INTERCEPT      0x00c           /* bit n: exit code 0x60 + n */
+#define VMCB_ASID           0x058
+#define VMCB_EXIT_CODE      0x070
+#define VMCB_SAVE           0x400           /* segments: 16 bytes each */
+#define VMCB_CPL            0x4cb
+#define VMCB_EFER           0x4d0
+#define VMCB_CR4            0x548
+#define VMCB_CR3            0x550
+#define VMCB_CR0            0x558
+#define VMCB_RFLAGS         0x570
+#define VMCB_RIP            0x578
+#define VMCB_RSP            0x5d8
+#define SVM_EXIT_EXCP_BASE  0x40
+#define SVM_EXIT_HLT        0x78
+#define SVM_EXIT_VMRUN      0x80
+/* flat 32-bit segments, as the VMCB keeps attributes: type, S, DPL, P, AVL/L/DB/G */
+#define VMCB_CODE32         0xc9b
+#define VMCB_DATA32         0xc93
+
+static uint8_t nested_stack[1024] __attribute__((aligned(16)));
+extern char nested_vmcall[];
+
+static void nested_guest(void)
+{
+    __asm__ volatile(".globl nested_vmcall\n"
+                     "nested_vmcall:\tvmcall\n\t"
+                     "hlt" : : "a"(0x005c), "d"(0), "b"(0), "c"(INPUT_PAGE),
+                     "D"(0), "S"(0));
+}
+
+static void vmcb_seg(uint32_t off, uint16_t sel, uint16_t attrib)
+{
+    volatile uint8_t *v = (volatile uint8_t *)VMCB_PAGE + VMCB_SAVE + off * 16;
+
+    *(volatile uint16_t *)v = sel;
+    *(volatile uint16_t *)(v + 2) = attrib;
+    *(volatile uint32_t *)(v + 4) = 0xffffffff;
+    *(volatile uint64_t *)(v + 8) = 0;
+}
+
+/* the exit code of the nested guest's first exit, or 0 without SVM */
+static uint64_t run_nested_vmcall(void)
+{
+    volatile uint8_t *v = (volatile uint8_t *)VMCB_PAGE;
+    uint32_t a, b, c, d, cr0, cr3, cr4, i, vmcb = VMCB_PAGE;
+
+    cpuid(0x80000001, &a, &b, &c, &d);
+    if (!(c & CPUID_SVM))
+        return 0;
+    for (i = 0; i < 4096; i++)
+        v[i] = 0;
+    wrmsr(MSR_EFER, rdmsr(MSR_EFER) | EFER_SVME);
+    wrmsr(MSR_VM_HSAVE_PA, HSAVE_PAGE);
+    *(volatile uint32_t *)(v + VMCB_INTERCEPT_EXC) = 1u << UD_VECTOR;
+    *(volatile uint64_t *)(v + VMCB_INTERCEPT) =
+        1ull << (SVM_EXIT_HLT - 0x60) | 1ull << (SVM_EXIT_VMRUN - 0x60);
+    *(volatile uint32_t *)(v + VMCB_ASID) = 1;
+    vmcb_seg(0, 0x10, VMCB_DATA32);         /* es */
+    vmcb_seg(1, 0x08, VMCB_CODE32);         /* cs */
+    vmcb_seg(2, 0x10, VMCB_DATA32);         /* ss */
+    vmcb_seg(3, 0x10, VMCB_DATA32);         /* ds */
+    __asm__ volatile("mov %%cr0, %0; mov %%cr3, %1; mov %%cr4, %2"
+                     : "=r"(cr0), "=r"(cr3), "=r"(cr4));
+    v[VMCB_CPL] = 0;
+    *(volatile uint64_t *)(v + VMCB_EFER) = rdmsr(MSR_EFER);
+    *(volatile uint64_t *)(v + VMCB_CR0) = cr0;
+    *(volatile uint64_t *)(v + VMCB_CR3) = cr3;
+    *(volatile uint64_t *)(v + VMCB_CR4) = cr4;
+    *(volatile uint64_t *)(v + VMCB_RFLAGS) = 2;        /* IF clear */
+    *(volatile uint64_t *)(v + VMCB_RIP) = (uint32_t)nested_guest;
+    *(volatile uint64_t *)(v + VMCB_RSP) =
+        (uint32_t)(nested_stack + sizeof(nested_stack));
+    /*
+     * VMRUN keeps only RAX, RSP and the control state in the host save area:
+     * the other registers come back with the nested guest's values. #VMEXIT
+     * clears GIF, which STGI sets again.
+     */
+    __asm__ volatile("push %%ebp\n\tpush %%ebx\n\tpush %%esi\n\tpush %%edi\n\t"
+                     "vmrun\n\t"
+                     "pop %%edi\n\tpop %%esi\n\tpop %%ebx\n\tpop %%ebp\n\t"
+                     "stgi"
+                     : "+a"(vmcb) : : "ecx", "edx", "memory", "cc");
+    wrmsr(MSR_EFER, rdmsr(MSR_EFER) & ~EFER_SVME);
+    return *(volatile uint64_t *)(v + VMCB_EXIT_CODE);
+}
+
 static void setup_interrupts(void)
 {
     int i;
@@ -719,6 +822,21 @@ void main(void)
     run_at_cpl3(cpl3_vmcall);
     check(cpl3_vmcall_vector == UD_VECTOR && irq_count[MSG_VECTOR] == a,
           "VMCALL at CPL 3 with the hypercall page enabled: #UD, no hypercall");
+    a = irq_count[MSG_VECTOR];
+    b = run_nested_vmcall();
+    check(b == SVM_EXIT_EXCP_BASE + UD_VECTOR &&
+          *(volatile uint64_t *)(VMCB_PAGE + VMCB_RIP) == (uint32_t)nested_vmcall &&
+          !wait_count(&irq_count[MSG_VECTOR], a + 1),
+          "VMCALL in a nested SVM guest: a #UD exit at the VMCALL, no hypercall");
+    if (b != SVM_EXIT_EXCP_BASE + UD_VECTOR) {
+        puts_serial("    nested guest's exit code: ");
+        puthex(b);
+        puts_serial(" rip ");
+        puthex(*(volatile uint64_t *)(VMCB_PAGE + VMCB_RIP));
+        puts_serial(" msgs ");
+        puthex(irq_count[MSG_VECTOR] - a);
+        puts_serial("\n");
+    }
 
     /* HvSignalEvent, fast: connection id in EBX:ECX */
     status = hypercall(0x005d | 1 << 16, EVT_CONN, 0);
