@@ -32,6 +32,8 @@
 #     vector, its period, no message);
 #   - a second vCPU (INIT-SIPI-SIPI): VP index 1, its own timer delivering to
 #     its own SynIC and not the BSP's, and HvPostMessage across vCPUs both ways;
+#     INIT again keeps its SynIC and timers; then it is unplugged (ACPI CPU
+#     hotplug registers, eject) with its timer running, and QEMU runs on;
 #   - last, long mode and the 64-bit hypercall ABI (control in RCX, input in
 #     RDX): HvPostMessage, and HvSignalEvent as a fast call.
 #   The guest reports on COM1 and exits through isa-debug-exit.
