@@ -12,6 +12,12 @@ from .variants import all_names, base_name
 # (Documentation/x86/boot.rst); anything else would not boot, so say so now.
 BOOT_HEADER_MAGIC_OFFSET = 0x202
 BOOT_HEADER_MAGIC = b"HdrS"
+# The same header says how long the image is: setup_sects (0x1f1, 512-byte
+# sectors after the boot sector; 0 means 4) and syssize (0x1f4, the protected-mode
+# code in 16-byte paragraphs). A file shorter than that was cut off: it would
+# load and then hang or reboot without a line on the console.
+SETUP_SECTS_OFFSET, SYSSIZE_OFFSET = 0x1F1, 0x1F4
+SECTOR, PARAGRAPH, SETUP_SECTS_IF_ZERO = 512, 16, 4
 FINGERPRINT = "fingerprint"
 
 
@@ -21,10 +27,16 @@ def check_bzimage(path: Path) -> Path:
     if not path.is_file():
         raise BadKernel(f"kernel image '{path}' does not exist")
     with path.open("rb") as image:
-        image.seek(BOOT_HEADER_MAGIC_OFFSET)
-        magic = image.read(len(BOOT_HEADER_MAGIC))
-    if magic != BOOT_HEADER_MAGIC:
+        header = image.read(BOOT_HEADER_MAGIC_OFFSET + len(BOOT_HEADER_MAGIC))
+    if header[BOOT_HEADER_MAGIC_OFFSET:] != BOOT_HEADER_MAGIC:
         raise BadKernel(f"kernel image '{path}' is not an x86 bzImage (no 'HdrS' boot header)")
+    setup_sects = header[SETUP_SECTS_OFFSET] or SETUP_SECTS_IF_ZERO
+    syssize = int.from_bytes(header[SYSSIZE_OFFSET:SYSSIZE_OFFSET + 4], "little")
+    declared = (setup_sects + 1) * SECTOR + syssize * PARAGRAPH
+    size = path.stat().st_size
+    if size < declared:
+        raise BadKernel(f"kernel image '{path}' is truncated: {size} bytes, its boot header "
+                        f"declares {declared}")
     return path.resolve()
 
 
