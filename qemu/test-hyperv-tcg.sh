@@ -62,6 +62,8 @@ build_dir=${BUILD_DIR:-$repo/build}
 qemu=${QEMU:-$build_dir/qemu/qemu-system-x86_64}
 kernel=${KERNEL:-$build_dir/kernel/stock/bzImage}
 timeout_s=${TIMEOUT:-120}
+# A QEMU whose main loop is stuck does not act on SIGTERM: SIGKILL this long after.
+kill_after_s=10
 work=$build_dir/qemu/test
 what=${1:-all}
 
@@ -104,7 +106,7 @@ test_synic() {
 		|| die "building $elf failed (needs gcc with -m32 code generation and binutils)"
 
 	step "running it (console: $log)"
-	timeout "$timeout_s" "${qemu_base[@]}" -no-reboot -M pc -smp 2 -m 64 \
+	timeout -k "$kill_after_s" "$timeout_s" "${qemu_base[@]}" -no-reboot -M pc -smp 2 -m 64 \
 		-cpu qemu64,hv-vpindex,hv-synic,hv-time,hv-stimer,hv-stimer-direct,hv-runtime \
 		-device hyperv-testdev -device isa-debug-exit,iobase=0xf4,iosize=4 \
 		-serial "file:$log" -kernel "$elf" 2>"$work/synic-test.stderr" || rc=$?
@@ -182,7 +184,7 @@ test_linux() {
 		row=HVS
 	fi
 	step "booting $kernel, $mode-mode timers (console: $log)"
-	timeout "$timeout_s" "${qemu_base[@]}" -no-reboot -M q35 -smp 2 -m 512 \
+	timeout -k "$kill_after_s" "$timeout_s" "${qemu_base[@]}" -no-reboot -M q35 -smp 2 -m 512 \
 		-cpu "$cpu" -device vmbus-bridge -serial "file:$log" \
 		-kernel "$kernel" -initrd "$initrd" -append 'console=ttyS0 panic=-1' \
 		2>"$work/linux-$mode.stderr" || rc=$?
@@ -228,7 +230,7 @@ test_reboot() {
 
 	step "booting $kernel in a reboot loop until 3 boots printed HYP, at most $window s (console: $log)"
 	: >"$log"
-	timeout "$window" "${qemu_base[@]}" -M q35 -smp 2 -m 512 \
+	timeout -k "$kill_after_s" "$window" "${qemu_base[@]}" -M q35 -smp 2 -m 512 \
 		-cpu "$linux_cpu" -device vmbus-bridge -serial "file:$log" \
 		-kernel "$kernel" -initrd "$work/initramfs-reboot.gz" -append 'console=ttyS0 panic=-1' \
 		2>"$work/reboot.stderr" &

@@ -921,6 +921,22 @@ void main(void)
           "stimer0: one-shot fires once and disables itself");
 
     /*
+     * An expiration time at the far end of the reference time: QEMU's virtual
+     * clock (ns) cannot hold it, and exp_time * 100 must not wrap around into
+     * the past. It stays armed and does not fire.
+     */
+    a = timer_msgs;
+    wrmsr(HV_X64_MSR_STIMER0_CONFIG, (uint64_t)TIMER_SINT << 16 | 8);
+    wrmsr(HV_X64_MSR_STIMER0_COUNT, 0xfffffffffffff000ull);
+    for (t0 = ref_time() + 500000; ref_time() < t0;) {
+        __asm__ volatile("pause");
+    }
+    check(timer_msgs == a && (rdmsr(HV_X64_MSR_STIMER0_CONFIG) & 1),
+          "stimer0: a one-shot at the far end of reference time stays armed, "
+          "no expiry");
+    wrmsr(HV_X64_MSR_STIMER0_CONFIG, 0);
+
+    /*
      * A one-shot timer reprogrammed while its expiry message waits for EOM
      * (the slot is busy, interrupts are off): as with KVM the stale expiry is
      * dropped, but the expiry of the new programming, which comes before the
