@@ -35,6 +35,7 @@ class Capabilities:
     stimer_mode: str         # Hyper-V synthetic timers: "direct", "message" or "none"
     reference_tsc: bool      # Hyper-V clock (hv-time): the reference TSC page
     deterministic: bool      # QEMU -icount: interrupt timing follows instructions
+    sint_injector: bool      # QEMU's hyperv-testdev: the guest can raise a SINT itself
 
     @property
     def interrupt_only(self) -> bool:
@@ -67,6 +68,7 @@ def _capabilities(root: ET.Element) -> Capabilities:
             t.get("name") == "hypervclock" and t.get("present") != "no"
             for t in root.iterfind("clock/timer")),
         deterministic=any(a.startswith("-icount") or a.startswith("shift=") for a in qemu_args),
+        sint_injector="hyperv-testdev" in qemu_args,
     )
 
 

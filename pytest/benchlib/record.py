@@ -206,9 +206,14 @@ def read_text(path: Path) -> str:
     return path.read_text(errors="replace") if path.exists() else ""
 
 
-def kmsg_position(record: BootRecord, text: str) -> tuple[int, float]:
-    """(index in the kernel log, printk time) of the first record containing text."""
+def kmsg_position(record: BootRecord, text: str, nth: int = 0) -> tuple[int, float]:
+    """(index in the kernel log, printk time) of the record containing text, the
+    first one or the nth after it (counted from 0)."""
+    seen = 0
     for index, (t, message) in enumerate(record.kmsg()):
         if text in message:
-            return index, t
-    raise LookupError(f"'{text}' not in the kernel log of {record.name} ({record.data_log})")
+            if seen == nth:
+                return index, t
+            seen += 1
+    raise LookupError(f"'{text}' not in the kernel log of {record.name} {nth + 1} times "
+                      f"({record.data_log})")
