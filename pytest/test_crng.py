@@ -201,7 +201,12 @@ def test_crng_per_node_instances(boot_guest, bench_variant, profile: str) -> Non
         before = parse_crng_state(sections[f"before cpu{cpu}"]).numbered("node", "_reads")
         after = parse_crng_state(sections[f"after cpu{cpu}"]).numbered("node", "_reads")
         advanced[cpu] = {node for node in after if after[node] > before.get(node, 0)}
-    # The NUMA profile puts CPU 0 in node 0 and CPU 1 in node 1.
-    assert advanced == {0: {0}, 1: {1}}, (
-        f"reads pinned to CPU 0 / CPU 1 advanced node instances {advanced[0]} / {advanced[1]}")
+    # The NUMA profile puts CPU 0 in node 0 and CPU 1 in node 1. After a forced
+    # reseed, reads pinned to a CPU re-key its per-CPU crng from its own node's
+    # instance. The other node may advance too: anything the kernel does on the
+    # other CPU meanwhile (an exec's address-space randomization, a kworker) re-keys
+    # that CPU's crng from its node (seen once in a CI run: {0: {0, 1}, 1: {1}}).
+    assert all(cpu in advanced[cpu] for cpu in (0, 1)), (
+        f"reads pinned to CPU 0 / CPU 1 advanced node instances {advanced[0]} / {advanced[1]}, "
+        "not each its own node's")
 
