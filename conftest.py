@@ -4,6 +4,8 @@ The harness lives in pytest/benchlib; this file only turns it into fixtures and
 command-line options:
 
   --kernel PATH       test this bzImage instead of the built stock variant
+  --modules DIR       the modules of --kernel's image (default /lib/modules/RELEASE)
+  --kernel-deb PKG    test the kernel in this linux-image .deb (unpacked, not installed)
   --profile NAME      restrict profile-parametrized tests to these profiles (repeatable)
   --boots N           boots per profile where a test compares distributions (default 3)
   --accel MODE        auto (probe boot decides), kvm or tcg (default auto)
@@ -13,6 +15,7 @@ command-line options:
 """
 from __future__ import annotations
 
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -31,9 +34,10 @@ from benchlib.errors import BenchError  # noqa: E402
 from benchlib.guest import (BootRequest, boot, check_accel, install_signal_handlers,  # noqa: E402
                             reap, running_bench_domains, surviving)
 from benchlib.libvirtconn import connect  # noqa: E402
-from benchlib.kernels import check_bzimage, variant_kernel  # noqa: E402
+from benchlib.kernels import variant_kernel  # noqa: E402
 from benchlib.profiles import all_profiles, get_profile  # noqa: E402
 from benchlib.record import BootRecord  # noqa: E402
+from benchlib.userkernel import KernelUnderTest, bench_kernel, user_kernel  # noqa: E402
 from benchlib.variants import CUSTOM, known_variants  # noqa: E402
 
 
@@ -41,6 +45,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("bench", "boot-time randomness bench")
     group.addoption("--kernel", type=Path, default=None,
                     help="bzImage to test instead of the built stock variant")
+    group.addoption("--modules", type=Path, default=None,
+                    help="modules of --kernel's image: the release folder, or one holding "
+                         "lib/modules/RELEASE (default: /lib/modules/RELEASE if there)")
+    group.addoption("--kernel-deb", type=Path, default=None,
+                    help="a linux-image .deb to test: unpacked (never installed), its "
+                         "vmlinuz booted with its modules")
     group.addoption("--profile", action="append", default=[],
                     help="profile(s) for profile-parametrized tests")
     group.addoption("--boots", type=int, default=3,
@@ -102,13 +112,35 @@ def initrd() -> Path:
     return path
 
 
+def users_kernel_option(config: pytest.Config) -> Optional[str]:
+    """'--kernel PATH' or '--kernel-deb PKG' as given, or None: the bench's own kernels."""
+    for option in ("--kernel", "--kernel-deb"):
+        value = config.getoption(option)
+        if value is not None:
+            return f"{option} {value}"
+    return None
+
+
 @pytest.fixture(scope="session")
-def kernel_under_test(request: pytest.FixtureRequest) -> tuple[str, Path]:
-    """(variant label, bzImage): --kernel PATH, or the built stock variant."""
-    user_kernel: Optional[Path] = request.config.getoption("--kernel")
-    if user_kernel is not None:
-        return "custom", check_bzimage(user_kernel)
-    return "stock", variant_kernel("stock")
+def kernel_under_test(request: pytest.FixtureRequest,
+                      tmp_path_factory: pytest.TempPathFactory) -> Iterator[KernelUnderTest]:
+    """--kernel PATH [--modules DIR] or --kernel-deb PKG (as 'custom'), or the built
+    stock variant. A package is unpacked for the session and removed after it."""
+    config = request.config
+    if users_kernel_option(config) is None and config.getoption("--modules") is None:
+        yield bench_kernel("stock", variant_kernel("stock"))
+        return
+    unpack_root = tmp_path_factory.mktemp("kernel")
+    try:
+        kernel = user_kernel(config.getoption("--kernel"), config.getoption("--modules"),
+                             config.getoption("--kernel-deb"), unpack_root)
+    except BenchError as exc:
+        pytest.exit(str(exc), 2)
+    print(f"\nbench: kernel under test: {kernel.describe()}")
+    try:
+        yield kernel
+    finally:
+        shutil.rmtree(unpack_root, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -124,11 +156,11 @@ def accel(request: pytest.FixtureRequest, libvirt_conn: libvirt.virConnect,
 def bench_variant(request: pytest.FixtureRequest) -> Callable[[str], str]:
     """bench_variant(name) -> name, for tests of one of the bench's own variants;
     with --kernel such a test is skipped, naming why: it never boots another kernel."""
-    user_kernel: Optional[Path] = request.config.getoption("--kernel")
+    given = users_kernel_option(request.config)
 
     def _variant(name: str) -> str:
-        if user_kernel is not None:
-            pytest.skip(f"tests the bench's '{name}' variant; --kernel {user_kernel} was given")
+        if given is not None:
+            pytest.skip(f"tests the bench's '{name}' variant; {given} was given")
         return name
 
     return _variant
@@ -139,21 +171,30 @@ BootFn = Callable[..., BootRecord]
 
 @pytest.fixture(scope="session")
 def boot_guest(libvirt_conn: libvirt.virConnect, initrd: Path, accel: str,
-               run_dir: Path, kernel_under_test: tuple[str, Path]) -> BootFn:
-    """boot_guest(profile, tasks=[...], variant=None, kernel=None, **request fields).
+               run_dir: Path, kernel_under_test: KernelUnderTest) -> BootFn:
+    """boot_guest(profile, tasks=[...], variant=None, kernel=None, under_test=None,
+    **request fields): variant None is the kernel under test (or under_test's).
 
-    Boots one guest and returns its record. A profile this host cannot run is a
-    skip that names why; every other failure raises with the stage reached."""
+    Boots one guest and returns its record. A profile this host cannot run, or a
+    user's kernel whose config lacks what the boot needs, is a skip that names why;
+    every other failure raises with the stage reached."""
 
     def _boot(profile: str, tasks: list[str], variant: Optional[str] = None,
-              kernel: Optional[Path] = None, **fields: object) -> BootRecord:
+              kernel: Optional[Path] = None, under_test: Optional[KernelUnderTest] = None,
+              **fields: object) -> BootRecord:
         prof = get_profile(profile)
         try:
             check_accel(prof, accel)
         except NeedsKvm as exc:
             pytest.skip(str(exc))
-        if variant is None or variant == CUSTOM:
-            variant, kernel = kernel_under_test
+        if under_test is not None or variant is None or variant == CUSTOM:
+            under_test = under_test or kernel_under_test
+            missing = under_test.missing_options(prof.caps, tasks, fields.get("trace"))
+            if missing:
+                pytest.skip(under_test.skip_reason(profile, missing))
+            variant, kernel = under_test.label, under_test.image
+            fields.setdefault("modules", under_test.modules)
+            fields.setdefault("kernel_config", under_test.config)
         elif kernel is None:
             kernel = variant_kernel(variant)
         request = BootRequest(profile=prof, variant=variant, kernel=kernel, initrd=initrd,
@@ -208,7 +249,7 @@ def budget_cases(config: pytest.Config) -> list:
         found = budgets.load(path)
     except BenchError as exc:
         raise pytest.UsageError(str(exc)) from None
-    kernels = [CUSTOM] if config.getoption("--kernel") else known_variants()
+    kernels = [CUSTOM] if users_kernel_option(config) else known_variants()
     chosen = config.getoption("--profile")
     return [pytest.param((profile, variant, seconds), id=f"{profile}-{variant}")
             for profile, seconds in found.items() if not chosen or profile in chosen
@@ -225,5 +266,5 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "budget_case" in metafunc.fixturenames:
         metafunc.parametrize("budget_case", budget_cases(metafunc.config))
     if "variant" in metafunc.fixturenames:
-        user_kernel = metafunc.config.getoption("--kernel")
-        metafunc.parametrize("variant", [CUSTOM] if user_kernel else known_variants())
+        given = users_kernel_option(metafunc.config)
+        metafunc.parametrize("variant", [CUSTOM] if given else known_variants())

@@ -55,8 +55,8 @@ def test_truncated_kernel_is_named_before_any_boot(boot_guest, kernel_under_test
                                                    tmp_path: Path) -> None:
     """A cut-off bzImage (its boot header declares more) is refused by name before a
     domain exists: booted, it hangs without a line on the console."""
-    whole = kernel_under_test[1].read_bytes()
-    assert check_bzimage(kernel_under_test[1])
+    whole = kernel_under_test.image.read_bytes()
+    assert check_bzimage(kernel_under_test.image)
     truncated = tmp_path / "bzImage"
     truncated.write_bytes(whole[:256 * 1024])
     with pytest.raises(BadKernel, match=f"kernel image '{truncated}' is truncated: "

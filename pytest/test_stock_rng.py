@@ -13,6 +13,7 @@ from benchlib.ordering import (assert_nonblock_eagain_until_ready, blocking_retu
                                ready_position)
 from benchlib.profiles import profiles_with, quiet_profiles
 from benchlib.record import BootRecord
+from benchlib.variants import CUSTOM
 
 READY = "random: crng init done"
 QUIET = quiet_profiles()[0]
@@ -28,9 +29,9 @@ STOCK_KERNELS = {"stock": {}, "crng-stock-mode": {"variant": "crng",
 @pytest.fixture(scope="module", params=list(STOCK_KERNELS))
 def stock_kernel(request, kernel_under_test) -> dict[str, str]:
     """boot_guest arguments that give a kernel with stock 6.1 RNG behaviour."""
-    if kernel_under_test[0] == "custom":
+    if kernel_under_test.label == CUSTOM:
         if request.param != "stock":
-            pytest.skip("--kernel given: only the user's kernel is tested")
+            pytest.skip("--kernel or --kernel-deb given: only the user's kernel is tested")
         return {}
     return STOCK_KERNELS[request.param]
 

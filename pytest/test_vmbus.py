@@ -23,6 +23,7 @@ import pytest
 from benchlib import measure
 from benchlib.credit import CREDIT_RULES, CreditRule
 from benchlib.errors import NeedsKvm
+from benchlib.modules import initrd_with_modules
 from benchlib.guest import (CREATED, BootRequest, check_accel, choose_emulator,
                             destroy_if_running, domain_type)
 from benchlib.paths import KERNEL_DIR
@@ -258,13 +259,19 @@ def test_vmbus_save_restore_keeps_ticking(libvirt_conn, initrd, accel, run_dir, 
         check_accel(prof, accel)
     except NeedsKvm as exc:
         pytest.skip(str(exc))
-    variant, kernel = kernel_under_test     # stock, or --kernel's
-    request = BootRequest(profile=prof, variant=variant, kernel=kernel,
+    under_test = kernel_under_test      # stock, or the user's kernel
+    missing = under_test.missing_options(prof.caps, ["vmbus"], None)
+    if missing:
+        pytest.skip(under_test.skip_reason(profile, missing))
+    request = BootRequest(profile=prof, variant=under_test.label, kernel=under_test.image,
                           initrd=initrd, outdir=run_dir, accel=accel, tasks=["vmbus"],
                           params={"noise": "0", "window": str(SAVE_WINDOW_S)})
     name = f"bench-{profile}-saverestore-{secrets.token_hex(4)}"
     outdir = run_dir / name
     outdir.mkdir(parents=True, exist_ok=True)
+    if under_test.modules is not None:
+        initrd = initrd_with_modules(initrd, under_test.modules, prof.caps, profile,
+                                     outdir / "initrd-with-modules.img", under_test.config)
     console_log, data_log, image = outdir / "console.log", outdir / "data.log", outdir / "saved"
     xml = prof.render(name=name, domain_type=domain_type(accel),
                       emulator=str(choose_emulator(prof, accel)), kernel=str(request.kernel),

@@ -24,6 +24,7 @@ libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
 from .console import ConsoleSession, boot_stages
 from .errors import BadKernel, BenchError, BootFailed, NeedsKvm
 from .kernels import check_bzimage
+from .modules import MODULES_TASK, ModuleTree, initrd_with_modules
 from .kreports import reports
 from .paths import DEFAULT_EMULATOR, FIXTURE_DIR, patched_qemu
 from .profiles import Profile
@@ -81,6 +82,10 @@ class BootRequest:
     # A WARN, BUG, lockdep, KASAN... report in the kernel log fails the boot (a test
     # that judges the reports itself turns this off).
     fail_on_reports: bool = True
+    # A modular kernel's module tree and config: the profile's drivers are packed
+    # into an initramfs segment of this boot's own (benchlib/modules.py).
+    modules: Optional[ModuleTree] = None
+    kernel_config: Optional[dict[str, str]] = None
 
     def cmdline(self) -> str:
         bench = {"tasks": ",".join(self.tasks), "variant": self.variant,
@@ -92,9 +97,10 @@ class BootRequest:
             words.append(self.extra_cmdline)
         return " ".join(words)
 
-    def stage_tasks(self) -> list[str]:
+    def stage_tasks(self, with_modules: bool = False) -> list[str]:
         """Every task the init runs, in order: the requested ones, then its own."""
-        closing = (["trace"] if self.trace and "trace" not in self.tasks else []) + CLOSING_TASKS
+        closing = (["trace"] if self.trace and "trace" not in self.tasks else []) \
+            + ([MODULES_TASK] if with_modules else []) + CLOSING_TASKS
         return self.tasks + closing
 
     def task_deadlines(self) -> dict[str, float]:
@@ -185,9 +191,15 @@ def boot(conn: libvirt.virConnect, request: BootRequest, keep_failed: bool = Tru
     outdir.mkdir(parents=True, exist_ok=True)
     console_log, data_log = outdir / "console.log", outdir / "data.log"
     cmdline = request.cmdline()
+    initrd = request.initrd.resolve()
+    if request.modules is not None:
+        initrd = initrd_with_modules(initrd, request.modules, request.profile.caps,
+                                     request.profile.name, outdir / "initrd-with-modules.img",
+                                     request.kernel_config)
+    with_modules = initrd != request.initrd.resolve()
     xml = request.profile.render(
         name=name, domain_type=domain_type(request.accel), emulator=str(emulator),
-        kernel=str(kernel), initrd=str(request.initrd.resolve()), cmdline=cmdline,
+        kernel=str(kernel), initrd=str(initrd), cmdline=cmdline,
         console_log=str(console_log), data_log=str(data_log))
     xml_path = outdir / "domain.xml"
     xml_path.write_text(xml)
@@ -201,7 +213,8 @@ def boot(conn: libvirt.virConnect, request: BootRequest, keep_failed: bool = Tru
         CREATED.append(name)
         session = ConsoleSession(["virsh", "-c", conn.getURI(), "create", str(xml_path),
                                   "--console", "--autodestroy"], name, str(console_log))
-        session.follow(boot_stages(request.stage_tasks(), request.timeout_s + TASK_SLACK_S,
+        session.follow(boot_stages(request.stage_tasks(with_modules),
+                                   request.timeout_s + TASK_SLACK_S,
                                    cap_s=request.stage_deadline_s,
                                    deadlines=request.task_deadlines()),
                        total_s=request.total_deadline_s)
@@ -225,6 +238,13 @@ def boot(conn: libvirt.virConnect, request: BootRequest, keep_failed: bool = Tru
         console_text = read_text(console_log) or (session.transcript_tail() or "")
         record.messages = parse_console(console_text)
     (outdir / "record.json").write_text(_json(record))
+    if error is None and with_modules:
+        loaded = record.tasks.get(MODULES_TASK)
+        if loaded is None or loaded.rc != 0:
+            failed = [line for line in (loaded.lines if loaded else []) if line.startswith("failed")]
+            error = BootFailed(f"guest {name}: the modules of {request.modules.path} did not all "
+                               f"load: {'; '.join(failed) or 'no report'} (data log: {data_log})",
+                               session.stage, str(console_log))
     if error is None and request.fail_on_reports:
         found = reports(record.messages)
         if found:

@@ -18,6 +18,10 @@ BOOT_HEADER_MAGIC = b"HdrS"
 # load and then hang or reboot without a line on the console.
 SETUP_SECTS_OFFSET, SYSSIZE_OFFSET = 0x1F1, 0x1F4
 SECTOR, PARAGRAPH, SETUP_SECTS_IF_ZERO = 512, 16, 4
+# The header's kernel_version field (0x20e) points at the image's version string,
+# 0x200 bytes before where it says ("6.1.0-57-cloud-amd64 (debian-kernel@...) #1
+# SMP ..."): how the report names a kernel it did not build.
+KERNEL_VERSION_OFFSET, KERNEL_VERSION_BASE, KERNEL_VERSION_MAX = 0x20E, 0x200, 256
 FINGERPRINT = "fingerprint"
 
 
@@ -38,6 +42,18 @@ def check_bzimage(path: Path) -> Path:
         raise BadKernel(f"kernel image '{path}' is truncated: {size} bytes, its boot header "
                         f"declares {declared}")
     return path.resolve()
+
+
+def kernel_version(path: Path) -> str:
+    """The version string a bzImage carries (check_bzimage it first); '' if none."""
+    with Path(path).open("rb") as image:
+        image.seek(KERNEL_VERSION_OFFSET)
+        pointer = int.from_bytes(image.read(2), "little")
+        if not pointer:
+            return ""
+        image.seek(KERNEL_VERSION_BASE + pointer)
+        raw = image.read(KERNEL_VERSION_MAX).split(b"\0", 1)[0]
+    return raw.decode("ascii", errors="replace").strip()
 
 
 def variant_kernel(variant: str) -> Path:

@@ -26,3 +26,8 @@ def patched_qemu() -> Path:
 def initramfs() -> Path:
     """The initramfs fixtures/Makefile produces."""
     return BUILD_DIR / "fixtures" / "initramfs.cpio.gz"
+
+
+def distro_deb() -> Path:
+    """Debian's cloud kernel package, by scripts/fetch-distro-kernel.sh (make distro-kernel)."""
+    return BUILD_DIR / "distro" / "linux-image-cloud-amd64.deb"

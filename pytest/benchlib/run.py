@@ -1,10 +1,11 @@
 """The main job: build the kernels, boot the profile matrix, print and save the report.
 
   python3 -m benchlib.run [--variant V ...] [--profile P ...] [--boots N] [--cap S]
-                          [--accel auto|kvm|tcg] [--kernel PATH] [--no-build] [--dry-run]
+                          [--accel auto|kvm|tcg] [--kernel PATH [--modules DIR]]
+                          [--kernel-deb PKG.deb] [--no-build] [--dry-run]
                           [--profiles-dir DIR] [--list-profiles]
 
-Writes results/<timestamp>/: report.txt, report.json, junit.xml and one folder
+Writes results/<timestamp>/: report.txt, report.html, report.json, junit.xml and one folder
 per boot with its domain XML, console log and data log. Exits 1 when a cell's
 verdict is not ok (a boot or task failed, a boot gave no data, the median time to
 ready is over the profile's budget) or a variant's getrandom() throughput is over
@@ -13,12 +14,16 @@ its budget; 2 on bad input.
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import Optional
 
 
 from .cli import run_main
@@ -28,11 +33,12 @@ from .errors import BenchError, NeedsKvm
 from .guest import (BootRequest, boot, check_accel, choose_emulator, install_signal_handlers,
                     reap, running_bench_domains)
 from .libvirtconn import connect
-from .kernels import check_bzimage, variant_kernel
+from .kernels import kernel_version, variant_kernel
 from .profiles import Profile, all_profiles, get_profile, use_directory
 from .report import Cell, not_ok, write
+from .userkernel import KernelUnderTest, user_kernel
 from .variants import load as load_variant, known_variants
-from . import budgets, entropy_plots, entropy_report, measure, throughput
+from . import budgets, entropy_plots, entropy_report, measure, report_html, throughput
 
 # The workload of a matrix boot: the probe with a blocking reader, as an early
 # boot with one process waiting for randomness would have, then the guest stays
@@ -52,6 +58,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--variant", action="append", default=[],
                         help="kernel variant(s) (default: every variant in kernel/patches)")
     parser.add_argument("--kernel", type=Path, help="also boot this bzImage (as 'custom')")
+    parser.add_argument("--modules", type=Path,
+                        help="the modules of --kernel's image (default /lib/modules/RELEASE)")
+    parser.add_argument("--kernel-deb", type=Path,
+                        help="also boot the kernel of this linux-image .deb (as 'custom'), "
+                             "unpacked, never installed, with its modules")
     parser.add_argument("--profile", action="append", default=[], help="profile(s) (default: all)")
     parser.add_argument("--boots", type=int, default=3, help="boots per cell (default 3)")
     parser.add_argument("--accel", choices=("auto", "kvm", "tcg"), default="auto")
@@ -125,8 +136,12 @@ def main(argv: list[str]) -> int:
     variants = args.variant or known_variants()
     for variant in variants:
         load_variant(variant)       # an unknown or ill-described variant: say so now
-    if args.kernel:
-        check_bzimage(args.kernel)
+    users: Optional[KernelUnderTest] = None
+    if args.kernel or args.kernel_deb or args.modules:
+        unpack_root = Path(tempfile.mkdtemp(prefix="bench-kernel-"))
+        atexit.register(shutil.rmtree, unpack_root, True)
+        users = user_kernel(args.kernel, args.modules, args.kernel_deb, unpack_root)
+        progress(f"kernel 'custom': {users.describe()}")
     budget_s = {} if args.no_budget else budgets.load(args.budget)
     if args.dry_run:
         print(f"profiles: {' '.join(p.name for p in profiles)}; variants: {' '.join(variants)}")
@@ -136,8 +151,8 @@ def main(argv: list[str]) -> int:
             subprocess.run([str(paths.KERNEL_DIR / "build.sh"), variant], check=True)
         subprocess.run(["make", "-s", "-C", str(paths.FIXTURE_DIR)], check=True)
     kernels = {v: variant_kernel(v) for v in variants}
-    if args.kernel:
-        kernels["custom"] = check_bzimage(args.kernel)
+    if users is not None:
+        kernels[users.label] = users.image
 
     outdir = paths.RESULTS_DIR / time.strftime("%Y%m%d-%H%M%S")
     outdir.mkdir(parents=True, exist_ok=True)
@@ -176,12 +191,20 @@ def main(argv: list[str]) -> int:
                 cell.skipped = str(exc)
                 progress(f"{profile.name} × {variant}: skipped: {exc}")
                 return cell
+            modular = users if users is not None and variant == users.label else None
+            missing = modular.missing_options(profile.caps, tasks, trace) if modular else []
+            if modular and missing:
+                cell.skipped = modular.skip_reason(profile.name, missing)
+                progress(f"{profile.name} × {variant}: skipped: {cell.skipped}")
+                return cell
             for n in range(1, boots + 1):
                 capture = [ENTROPY_TASK] if matrix and n == 1 and not args.no_entropy else []
                 request = BootRequest(profile=profile, variant=variant, kernel=kernel,
                                       initrd=paths.initramfs(), outdir=outdir / "boots",
                                       accel=accel, tasks=tasks + capture, params=params,
-                                      timeout_s=args.timeout, trace=trace)
+                                      timeout_s=args.timeout, trace=trace,
+                                      modules=modular.modules if modular else None,
+                                      kernel_config=modular.config if modular else None)
                 try:
                     record = boot(conn, request)
                     cell.records.append(record)
@@ -223,17 +246,22 @@ def main(argv: list[str]) -> int:
     meta = {"accel": accel, "accel_why": why, "boots": args.boots, "cap_s": args.cap,
             "budgets": {"file": None if args.no_budget else str(args.budget), "ready_s": budget_s},
             "workload": f"tasks={','.join(MATRIX_TASKS)} probe={MATRIX_PROBE_FLAGS}",
-            "kernels": {v: str(k) for v, k in kernels.items()}}
+            "kernels": {v: str(k) for v, k in kernels.items()},
+            "kernel_versions": {v: kernel_version(k) for v, k in kernels.items()}}
     print(write(outdir, cells, meta))
+    html_texts: list[str] = []
+    html_images: list[Path] = []
     if not args.no_entropy:
         captured = [r for c in cells for r in c.records if ENTROPY_TASK in r.tasks]
         text = entropy_report.table(captured)
         try:
             plots = entropy_plots.plot(captured, outdir)
+            html_images += plots
             text += "\n\nPlots: " + " ".join(p.name for p in plots)
         except ImportError as exc:
             text += f"\n\nPlots not made: {exc} (scripts/setup.sh installs python3-matplotlib)"
         print("\n" + text)
+        html_texts.append(text)
         with (outdir / "report.txt").open("a") as report_txt:
             report_txt.write("\n" + text + "\n")
     if bench_rows:
@@ -242,7 +270,13 @@ def main(argv: list[str]) -> int:
         with (outdir / "report.txt").open("a") as report_txt:
             report_txt.write("\n" + text + "\n")
         (outdir / "throughput.json").write_text(json.dumps(bench_rows, indent=2) + "\n")
-    print(f"\nreport: {outdir}/report.txt, report.json, junit.xml; boots: {outdir}/boots/")
+        html_texts.append(text)
+    try:
+        page = report_html.write(outdir, cells, meta, bench_rows, html_texts, html_images)
+        pages = f", {page.name}"
+    except ImportError as exc:
+        pages = f" (no {report_html.PAGE}: {exc}; scripts/setup.sh installs python3-matplotlib)"
+    print(f"\nreport: {outdir}/report.txt, report.json, junit.xml{pages}; boots: {outdir}/boots/")
     bad = not_ok(cells)
     over_budget = [r for r in bench_rows if r["within_budget"] is False]
     for cell in bad:
