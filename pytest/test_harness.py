@@ -9,7 +9,8 @@ import pytest
 
 from benchlib.console import boot_stages
 from benchlib.credit import check_credit_rule, expected_credit, parse_hist, stock_spill_credit
-from benchlib.profiles import PLACEHOLDERS, all_profiles
+from benchlib.guest import TASK_SLACK_S, BootRequest
+from benchlib.profiles import PLACEHOLDERS, all_profiles, get_profile
 from benchlib.record import (BootRecord, KmsgIncomplete, TaskOutput, parse_console, parse_data,
                              parse_kmsg)
 from benchlib import throughput
@@ -110,6 +111,16 @@ def test_harness_long_tasks_get_their_own_deadline() -> None:
                                                         deadlines={"until": 360})}
     # A task's deadline is the wait for the next stage.
     assert (stages["task:until"], stages["task:kmsg"], stages["done"]) == (120, 360, 120)
+
+
+@pytest.mark.parametrize("params, capture_cap", [({}, 300), ({"entropy_cap": "100"}, 100)])
+def test_harness_capped_tasks_wait_for_their_cap(params: dict[str, str],
+                                                 capture_cap: float) -> None:
+    # The entropy capture runs up to its cap and then dumps its samples: the wait
+    # for the next stage is that cap plus the slack, whatever the probe's timeout.
+    request = BootRequest(get_profile("tcg-virtio-rng"), "stock", Path("/k"), Path("/i"),
+                          Path("/o"), tasks=["entropy_capture"], params=params)
+    assert request.task_deadlines()["entropy_capture"] == capture_cap + TASK_SLACK_S
 
 
 def test_harness_stock_credit_rule() -> None:
