@@ -13,6 +13,7 @@ import subprocess
 import pytest
 
 from benchlib import paths
+from benchlib.profiles import get_profile
 
 # The reboot loop stops after 3 boots; this caps it on a loaded host.
 REBOOT_WINDOW_S = 180
@@ -67,3 +68,23 @@ def test_vmbus_patched_qemu_refuses_bad_hyperv_flags(flags: str) -> None:
                                     f"(not 1): {result.stderr}")
     assert len(errors) == 1 and BAD_FLAGS[flags] in errors[0], \
         f"-cpu qemu64,{flags}: expected one error naming '{BAD_FLAGS[flags]}': {errors}"
+
+
+# A profile that asks for invtsc (hyperv), one that does not (hyperv-msgtimer), and
+# the maximum CPU model, which must not get it unasked (QEMU's 'max' leaves out
+# flags that block migration, invtsc among them).
+INVTSC_PROFILES = ("hyperv", "hyperv-msgtimer", "tcg-rdrand")
+INVTSC_FLAGS = ("constant_tsc", "nonstop_tsc")
+
+
+@pytest.mark.parametrize("profile", INVTSC_PROFILES)
+def test_vmbus_invariant_tsc_only_where_profile_asks(boot_guest, profile: str) -> None:
+    """Linux sets constant_tsc and nonstop_tsc from CPUID 0x80000007.EDX[8]: present
+    where the profile's XML requires invtsc, absent elsewhere."""
+    asks = get_profile(profile).caps.invariant_tsc
+    record = boot_guest(profile, tasks=["cpuflags"])
+    flags = record.finished_task("cpuflags").lines[0].split(":", 1)[1].split()
+    seen = {flag: flag in flags for flag in INVTSC_FLAGS}
+    assert seen == {flag: asks for flag in INVTSC_FLAGS}, (
+        f"{profile} {'asks' if asks else 'does not ask'} for invtsc; the guest's CPU "
+        f"flags: {seen} ({record.data_log})")

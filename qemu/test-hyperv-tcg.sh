@@ -14,7 +14,8 @@
 #
 # synic: a bare-metal multiboot guest, 32-bit and then long mode (tests/synic-test/,
 #   built here with gcc -m32), with QEMU's hyperv-testdev, checks:
-#   - the Hyper-V CPUID leaves, the hypercall page, VP index and reference time;
+#   - the Hyper-V CPUID leaves, the invariant TSC it asks for (+invtsc), the
+#     hypercall page, VP index and reference time;
 #   - HvPostMessage delivery to a SINT; a message that found its slot busy is
 #     delivered after the guest writes EOM; a masked SINT; AutoEOI;
 #   - #GP on read-only MSRs and on an unmasked SINT below vector 16, #UD for
@@ -107,7 +108,7 @@ test_synic() {
 
 	step "running it (console: $log)"
 	timeout -k "$kill_after_s" "$timeout_s" "${qemu_base[@]}" -no-reboot -M pc -smp 2 -m 64 \
-		-cpu qemu64,hv-vpindex,hv-synic,hv-time,hv-stimer,hv-stimer-direct,hv-runtime \
+		-cpu qemu64,hv-vpindex,hv-synic,hv-time,hv-stimer,hv-stimer-direct,hv-runtime,+invtsc \
 		-device hyperv-testdev -device isa-debug-exit,iobase=0xf4,iosize=4 \
 		-serial "file:$log" -kernel "$elf" 2>"$work/synic-test.stderr" || rc=$?
 	sed -i 's/\r$//' "$log"

@@ -34,6 +34,7 @@ class Capabilities:
     hyperv: bool
     stimer_mode: str         # Hyper-V synthetic timers: "direct", "message" or "none"
     reference_tsc: bool      # Hyper-V clock (hv-time): the reference TSC page
+    invariant_tsc: bool      # CPUID invtsc asked for (constant_tsc, nonstop_tsc)
     deterministic: bool      # QEMU -icount: interrupt timing follows instructions
     sint_injector: bool      # QEMU's hyperv-testdev: the guest can raise a SINT itself
 
@@ -67,6 +68,8 @@ def _capabilities(root: ET.Element) -> Capabilities:
         reference_tsc=hyperv is not None and any(
             t.get("name") == "hypervclock" and t.get("present") != "no"
             for t in root.iterfind("clock/timer")),
+        invariant_tsc=any(f.get("name") == "invtsc" and f.get("policy") in ("require", "force")
+                          for f in root.iterfind("cpu/feature")),
         deterministic=any(a.startswith("-icount") or a.startswith("shift=") for a in qemu_args),
         sint_injector="hyperv-testdev" in qemu_args,
     )

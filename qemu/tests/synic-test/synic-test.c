@@ -712,6 +712,9 @@ void main(void)
           "signal events");
     cpuid(0x40000004, &a, &b, &c, &d);
     check(a & (1 << 9), "CPUID 0x40000004.EAX: deprecating AEOI");
+    /* -cpu ...,+invtsc: the invariant TSC the test asks for (0x80000007.EDX[8]) */
+    cpuid(0x80000007, &a, &b, &c, &d);
+    check(d & (1 << 8), "CPUID 0x80000007.EDX: invariant TSC, as asked for");
 
     /* hypercall page */
     wrmsr(HV_X64_MSR_GUEST_OS_ID, 0x8100000000000000ull);
