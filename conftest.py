@@ -7,6 +7,9 @@ command-line options:
   --modules DIR       the modules of --kernel's image (default /lib/modules/RELEASE)
   --kernel-deb PKG    test the kernel in this linux-image .deb (unpacked, not installed)
   --profile NAME      restrict profile-parametrized tests to these profiles (repeatable)
+  --profiles-dir DIR  read the profiles from DIR instead of vm-definitions/: tests that
+                      choose profiles by capability run on DIR's; a test of a named
+                      bench profile DIR lacks is skipped, naming it
   --boots N           boots per profile where a test compares distributions (default 3)
   --accel MODE        auto (probe boot decides), kvm or tcg (default auto)
   --libvirt-uri URI   default qemu:///system
@@ -29,43 +32,16 @@ import libvirt  # noqa: E402
 
 from benchlib import budgets, paths  # noqa: E402
 from benchlib.accel import resolve_accel  # noqa: E402
-from benchlib.errors import NeedsKvm, UnknownProfile  # noqa: E402
+from benchlib.errors import BadProfile, NeedsKvm, UnknownProfile  # noqa: E402
 from benchlib.errors import BenchError  # noqa: E402
 from benchlib.guest import (BootRequest, boot, check_accel, install_signal_handlers,  # noqa: E402
                             reap, running_bench_domains, surviving)
 from benchlib.libvirtconn import connect  # noqa: E402
 from benchlib.kernels import variant_kernel  # noqa: E402
-from benchlib.profiles import all_profiles, get_profile  # noqa: E402
+from benchlib.profiles import all_profiles, get_profile, use_directory  # noqa: E402
 from benchlib.record import BootRecord  # noqa: E402
 from benchlib.userkernel import KernelUnderTest, bench_kernel, user_kernel  # noqa: E402
 from benchlib.variants import CUSTOM, known_variants  # noqa: E402
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("bench", "boot-time randomness bench")
-    group.addoption("--kernel", type=Path, default=None,
-                    help="bzImage to test instead of the built stock variant")
-    group.addoption("--modules", type=Path, default=None,
-                    help="modules of --kernel's image: the release folder, or one holding "
-                         "lib/modules/RELEASE (default: /lib/modules/RELEASE if there)")
-    group.addoption("--kernel-deb", type=Path, default=None,
-                    help="a linux-image .deb to test: unpacked (never installed), its "
-                         "vmlinuz booted with its modules")
-    group.addoption("--profile", action="append", default=[],
-                    help="profile(s) for profile-parametrized tests")
-    group.addoption("--boots", type=int, default=3,
-                    help="boots per profile for distribution comparisons")
-    group.addoption("--accel", choices=("auto", "kvm", "tcg"), default="auto",
-                    help="accelerator: a probe boot decides under auto")
-    group.addoption("--libvirt-uri", default="qemu:///system", help="libvirt connection URI")
-    group.addoption("--reap", action="store_true",
-                    help="destroy bench-* domains left running by a killed run")
-    group.addoption("--budget", type=Path, default=None,
-                    help="time-to-ready budget file: one test per profile x variant "
-                         "(e.g. vm-definitions/budgets.toml)")
-    group.addoption("--debug-kernels", action="store_true",
-                    help="run the debug-kernel tests (lockdep/KASAN builds of every "
-                         "variant, built by 'make debug-test')")
 
 
 @pytest.fixture(scope="session")
@@ -74,6 +50,20 @@ def run_dir() -> Path:
     path = paths.RESULTS_DIR / f"pytest-{time.strftime('%Y%m%d-%H%M%S')}"
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """--profiles-dir DIR: every profile lookup reads DIR from now on, before the test
+    modules (whose profile lists come from capabilities) are collected. A bad file is
+    a usage error naming it, one line per file."""
+    directory: Optional[Path] = config.getoption("--profiles-dir")
+    if directory is None:
+        return
+    try:
+        use_directory(directory)
+        all_profiles()
+    except BadProfile as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -171,18 +161,25 @@ BootFn = Callable[..., BootRecord]
 
 @pytest.fixture(scope="session")
 def boot_guest(libvirt_conn: libvirt.virConnect, initrd: Path, accel: str,
-               run_dir: Path, kernel_under_test: KernelUnderTest) -> BootFn:
+               run_dir: Path, kernel_under_test: KernelUnderTest,
+               request: pytest.FixtureRequest) -> BootFn:
     """boot_guest(profile, tasks=[...], variant=None, kernel=None, under_test=None,
     **request fields): variant None is the kernel under test (or under_test's).
 
     Boots one guest and returns its record. A profile this host cannot run, or a
     user's kernel whose config lacks what the boot needs, is a skip that names why;
     every other failure raises with the stage reached."""
+    profiles_dir: Optional[Path] = request.config.getoption("--profiles-dir")
 
     def _boot(profile: str, tasks: list[str], variant: Optional[str] = None,
               kernel: Optional[Path] = None, under_test: Optional[KernelUnderTest] = None,
               **fields: object) -> BootRecord:
-        prof = get_profile(profile)
+        try:
+            prof = get_profile(profile)
+        except UnknownProfile:
+            if profiles_dir is None:
+                raise
+            pytest.skip(f"profile '{profile}' is not in --profiles-dir {profiles_dir}")
         try:
             check_accel(prof, accel)
         except NeedsKvm as exc:
@@ -197,9 +194,10 @@ def boot_guest(libvirt_conn: libvirt.virConnect, initrd: Path, accel: str,
             fields.setdefault("kernel_config", under_test.config)
         elif kernel is None:
             kernel = variant_kernel(variant)
-        request = BootRequest(profile=prof, variant=variant, kernel=kernel, initrd=initrd,
-                              outdir=run_dir, accel=accel, tasks=tasks, **fields)
-        return boot(libvirt_conn, request)
+        boot_request = BootRequest(profile=prof, variant=variant, kernel=kernel,
+                                   initrd=initrd, outdir=run_dir, accel=accel, tasks=tasks,
+                                   **fields)
+        return boot(libvirt_conn, boot_request)
 
     return _boot
 
@@ -219,6 +217,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if item.get_closest_marker("debugkernel"):
                 item.add_marker(pytest.mark.skip(reason=DEBUG_KERNELS_SKIP))
+    if config.getoption("--profiles-dir") is not None:
+        skip_profiles_not_in(config.getoption("--profiles-dir"), items)
     chosen = config.getoption("--profile")
     if not chosen:
         return
@@ -229,13 +229,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             raise pytest.UsageError(str(exc)) from None
     keep, drop = [], []
     for item in items:
-        params = getattr(item, "callspec", None)
-        value = next((params.params[p] for p in PROFILE_PARAMS
-                      if params and p in params.params), None)
+        value = item_profile(item)
         (drop if value is not None and value not in chosen else keep).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+
+
+def item_profile(item: pytest.Item) -> Optional[str]:
+    """The profile a parametrized test runs on, or None."""
+    params = getattr(item, "callspec", None)
+    return next((params.params[p] for p in PROFILE_PARAMS
+                 if params and p in params.params), None)
+
+
+def skip_profiles_not_in(directory: Path, items: list[pytest.Item]) -> None:
+    """With --profiles-dir, a test written for one of the bench's own profiles by
+    name (hyperv, tcg-rdrand...) that DIR does not have is skipped, saying so."""
+    known = set(all_profiles())
+    for item in items:
+        name = item_profile(item)
+        if name is not None and name not in known:
+            item.add_marker(pytest.mark.skip(
+                reason=f"profile '{name}' is not in --profiles-dir {directory}"))
 
 
 def budget_cases(config: pytest.Config) -> list:

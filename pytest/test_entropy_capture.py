@@ -27,7 +27,7 @@ from typing import Callable, Iterator, Optional
 import pytest
 
 from benchlib import entropy
-from benchlib.profiles import profiles_with, quiet_profiles
+from benchlib.profiles import first_profile, profiles_with, quiet_profiles
 from benchlib.record import BootRecord, TaskOutput
 
 SAMPLES = entropy.DEFAULT_SAMPLES
@@ -40,7 +40,7 @@ PARALLEL_BOOTS = 1
 DETERMINISTIC = profiles_with(deterministic=True)
 CAPTURE_PROFILES = (profiles_with(hyperv=False) + DETERMINISTIC
                     + profiles_with(hyperv=True, interrupt_only=True)[:1])
-NONDETERMINISTIC = quiet_profiles()[0]
+NONDETERMINISTIC = first_profile(quiet_profiles(), "a quiet one")
 # Two -icount boots: at least this share of delta positions agree.
 REPRODUCIBLE_SHARE = 0.9
 # "Near zero" bits of min-entropy per interrupt, and the least gap to a real profile.

@@ -13,7 +13,7 @@ import pytest
 
 from benchlib.credit import check_credit_rule, hits_by, stock_spill_credit, window_hist
 from benchlib.procfs import parse_interrupts
-from benchlib.profiles import quiet_profiles
+from benchlib.profiles import first_profile, quiet_profiles
 from benchlib.record import BootRecord
 
 # Lines of console noise: enough for at least one 1024-interrupt spill in the window.
@@ -25,7 +25,7 @@ SAMPLES_PER_COUNT_MIN, SAMPLES_PER_COUNT_MAX, SAMPLES_SLACK = 0.5, 2.0, 16
 
 @pytest.fixture(scope="module")
 def credit_run(boot_guest) -> BootRecord:
-    record = boot_guest(quiet_profiles()[0], tasks=["credit"],
+    record = boot_guest(first_profile(quiet_profiles(), "a quiet one"), tasks=["credit"],
                         params={"noise": str(NOISE_LINES)})
     record.finished_task("credit")
     return record

@@ -11,13 +11,14 @@ import pytest
 
 from benchlib.ordering import (assert_nonblock_eagain_until_ready, blocking_return_time,
                                ready_position)
-from benchlib.profiles import profiles_with, quiet_profiles
+from benchlib.profiles import first_profile, profiles_with, quiet_profiles
 from benchlib.record import BootRecord
 from benchlib.variants import CUSTOM
 
 READY = "random: crng init done"
-QUIET = quiet_profiles()[0]
-VIRTIO = profiles_with(virtio_rng=True, hyperv=False, numa_nodes=1)[0]
+QUIET = first_profile(quiet_profiles(), "a quiet one")
+VIRTIO = first_profile(profiles_with(virtio_rng=True, hyperv=False, numa_nodes=1),
+                       "virtio-rng, no Hyper-V, one NUMA node")
 
 
 # Stock behaviour comes from the stock variant, and from the crng variant booted

@@ -179,6 +179,13 @@ def profiles_with(directory: Path | None = None, **wanted: object) -> list[str]:
             if all(getattr(profile.caps, key) == value for key, value in wanted.items())]
 
 
+def first_profile(names: list[str], wanted: str) -> str:
+    """The first of `names`, or, when none has what a test wants (a user's
+    --profiles-dir may lack it), a name saying so: looking it up is UnknownProfile,
+    which the suite turns into a skip naming what was missing."""
+    return names[0] if names else f"(no profile: {wanted})"
+
+
 def quiet_profiles() -> list[str]:
     """Interrupts are the only entropy, and no device of the profile raises one
     late in the kernel's init (no input devices, no Hyper-V): user space gets to

@@ -1,0 +1,80 @@
+"""The suite's own options, as the README writes them: a path anywhere on the
+disk after a space (pytest must not take it for a test path), and a user's profile
+directory (--profiles-dir), whose profiles the capability-chosen tests boot.
+
+Each case runs the suite in a child pytest from the repository's root, as
+`make test` does.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchlib import paths
+
+# A child that only collects is quick; one that boots a guest gets this long.
+CHILD_TIMEOUT_S = 600
+QUIET_TEMPLATE = paths.PROFILE_DIR / "tcg-quiet.xml"
+TEAM_PROFILE = "team-quiet"
+# A test that boots a quiet profile chosen by capability, and one written for
+# the bench's own 'hyperv' profile by name.
+BY_CAPABILITY = "pytest/test_stock_rng.py::test_stock_nonblock_eagain_until_crng_init_done[stock]"
+BY_NAME = "pytest/test_vmbus_qemu.py::test_vmbus_invariant_tsc_only_where_profile_asks[hyperv]"
+
+
+def child_pytest(*args: str, results: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-c", "tox.ini", "--rootdir=.", "-q",
+         "-p", "no:cacheprovider", *args],
+        cwd=paths.REPO, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S,
+        env={**os.environ, "RESULTS_DIR": str(results)})
+
+
+@pytest.fixture
+def team_dir(tmp_path: Path) -> Path:
+    """A user's profile directory outside the repository: one quiet profile."""
+    directory = tmp_path / "profiles"
+    directory.mkdir()
+    shutil.copy(QUIET_TEMPLATE, directory / f"{TEAM_PROFILE}.xml")
+    return directory
+
+
+@pytest.mark.parametrize("option", ["--kernel", "--kernel-deb", "--modules", "--budget",
+                                    "--profiles-dir"])
+def test_options_take_a_path_outside_the_repository_after_a_space(
+        option: str, team_dir: Path, tmp_path: Path) -> None:
+    value = team_dir if option == "--profiles-dir" else tmp_path / "anything"
+    if option == "--budget":
+        value.write_text('[ready_s]\ntcg-quiet = 5.0\n')
+    result = child_pytest("--collect-only", option, str(value), results=tmp_path / "results")
+    assert result.returncode == 0 and "collected" in result.stdout, \
+        f"{option} {value}: {result.stdout[-2000:]}{result.stderr[-2000:]}"
+
+
+def test_profiles_dir_boots_its_profiles_and_skips_named_bench_ones(team_dir: Path,
+                                                                   tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    result = child_pytest("--accel=tcg", "-rs", "--profiles-dir", str(team_dir),
+                          BY_CAPABILITY, BY_NAME, results=results)
+    output = result.stdout[-3000:] + result.stderr[-2000:]
+    assert result.returncode == 0, output
+    assert "1 passed, 1 skipped" in result.stdout, output
+    assert f"profile 'hyperv' is not in --profiles-dir {team_dir}" in result.stdout, output
+    booted = [d.name for d in results.glob("pytest-*/bench-*") if d.is_dir()]
+    assert booted and all(name.startswith(f"bench-{TEAM_PROFILE}-") for name in booted), \
+        f"the child booted {booted}, not only the directory's '{TEAM_PROFILE}'"
+
+
+def test_profiles_dir_bad_file_is_a_usage_error_naming_it(team_dir: Path,
+                                                          tmp_path: Path) -> None:
+    (team_dir / "typo.xml").write_text(
+        QUIET_TEMPLATE.read_text().replace("${kernel}", "${kernal}"))
+    result = child_pytest("--collect-only", "--profiles-dir", str(team_dir),
+                          results=tmp_path / "results")
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR, result.stdout + result.stderr
+    assert "typo.xml: unknown placeholder $kernal" in result.stderr, result.stderr
