@@ -32,7 +32,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="boots per profile for distribution comparisons")
     group.addoption("--accel", choices=("auto", "kvm", "tcg"), default="auto",
                     help="accelerator: a probe boot decides under auto")
-    group.addoption("--libvirt-uri", default="qemu:///system", help="libvirt connection URI")
+    group.addoption("--libvirt-uri", action="append", default=[],
+                    help="a libvirt host to boot on; repeat it to spread the boots over "
+                         "several (default qemu:///system)")
+    group.addoption("--jobs-per-host", type=int, default=1,
+                    help="boots at a time on each host, across processes (default 1)")
+    group.addoption("--libvirt-pool", default="bench",
+                    help="storage pool that receives the kernels on hosts that do not "
+                         "share this machine's files (default bench)")
     group.addoption("--reap", action="store_true",
                     help="destroy bench-* domains left running by a killed run")
     group.addoption("--budget", type=Path, default=None,

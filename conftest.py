@@ -12,7 +12,10 @@ command-line options:
                       bench profile DIR lacks is skipped, naming it
   --boots N           boots per profile where a test compares distributions (default 3)
   --accel MODE        auto (probe boot decides), kvm or tcg (default auto)
-  --libvirt-uri URI   default qemu:///system
+  --libvirt-uri URI   a libvirt host to boot on (repeatable; default qemu:///system):
+                      boots go to the hosts in turn, each takes a free slot
+  --jobs-per-host N   boots at a time on each host, across processes (default 1)
+  --libvirt-pool NAME storage pool for uploads to hosts that do not share our files
   --budget FILE       turn each time-to-ready budget into a test (test_ready_within_budget)
   --debug-kernels     also run the debug-kernel tests (VARIANT+debug builds: make debug-test)
 """
@@ -36,7 +39,7 @@ from benchlib.errors import BadProfile, NeedsKvm, UnknownProfile  # noqa: E402
 from benchlib.errors import BenchError  # noqa: E402
 from benchlib.guest import (BootRequest, boot, check_accel, install_signal_handlers,  # noqa: E402
                             reap, running_bench_domains, surviving)
-from benchlib.libvirtconn import connect  # noqa: E402
+from benchlib.hosts import DEFAULT_URI, HostPool  # noqa: E402
 from benchlib.kernels import variant_kernel  # noqa: E402
 from benchlib.profiles import all_profiles, get_profile, use_directory  # noqa: E402
 from benchlib.record import BootRecord  # noqa: E402
@@ -71,27 +74,41 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 @pytest.fixture(scope="session")
-def libvirt_conn(request: pytest.FixtureRequest) -> Iterator[libvirt.virConnect]:
-    """The libvirt connection; at the end of the session, any domain this run
-    created that still exists fails the run (and is destroyed)."""
-    uri = request.config.getoption("--libvirt-uri")
+def host_pool(request: pytest.FixtureRequest) -> Iterator[HostPool]:
+    """The libvirt hosts (--libvirt-uri, repeatable) and their slots (--jobs-per-host),
+    shared with every other process that boots bench guests here (pytest-xdist's
+    workers, another run); at the end of the session, any domain this run created
+    that still exists fails the run (and is destroyed)."""
+    config = request.config
     try:
-        conn = connect(uri)
+        pool = HostPool(config.getoption("--libvirt-uri") or [DEFAULT_URI],
+                        config.getoption("--jobs-per-host"), config.getoption("--libvirt-pool"))
     except BenchError as exc:
         pytest.exit(str(exc), 2)
-    stale = running_bench_domains(conn)
-    if stale and request.config.getoption("--reap"):
-        reap(conn, stale)
-        print(f"\nbench: destroyed {len(stale)} stale domain(s): {' '.join(stale)}")
-    elif stale:
-        print(f"\nbench: {len(stale)} bench domain(s) from another run are running "
-              f"({' '.join(stale)}); destroy them with --reap")
-    yield conn
-    leaked = surviving(conn)
-    reap(conn, leaked)
-    conn.close()
+    for host in pool.hosts:
+        stale = running_bench_domains(host.conn)
+        if stale and config.getoption("--reap"):
+            reap(host.conn, stale)
+            print(f"\nbench: destroyed {len(stale)} stale domain(s) on {host.uri}: "
+                  f"{' '.join(stale)}")
+        elif stale:
+            print(f"\nbench: {len(stale)} bench domain(s) from another run are running on "
+                  f"{host.uri} ({' '.join(stale)}); destroy them with --reap")
+    yield pool
+    leaked = []
+    for host in pool.hosts:
+        found = surviving(host.conn)
+        reap(host.conn, found)
+        leaked += found
+    pool.close()
     if leaked:
         pytest.fail(f"guests left running after the tests: {' '.join(leaked)}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def libvirt_conn(host_pool: HostPool) -> libvirt.virConnect:
+    """The first host's connection: for tests that manage a domain themselves."""
+    return host_pool.first.conn
 
 
 @pytest.fixture(scope="session")
@@ -160,8 +177,8 @@ BootFn = Callable[..., BootRecord]
 
 
 @pytest.fixture(scope="session")
-def boot_guest(libvirt_conn: libvirt.virConnect, initrd: Path, accel: str,
-               run_dir: Path, kernel_under_test: KernelUnderTest,
+def boot_guest(libvirt_conn: libvirt.virConnect, host_pool: HostPool, initrd: Path,
+               accel: str, run_dir: Path, kernel_under_test: KernelUnderTest,
                request: pytest.FixtureRequest) -> BootFn:
     """boot_guest(profile, tasks=[...], variant=None, kernel=None, under_test=None,
     **request fields): variant None is the kernel under test (or under_test's).
@@ -197,7 +214,8 @@ def boot_guest(libvirt_conn: libvirt.virConnect, initrd: Path, accel: str,
         boot_request = BootRequest(profile=prof, variant=variant, kernel=kernel,
                                    initrd=initrd, outdir=run_dir, accel=accel, tasks=tasks,
                                    **fields)
-        return boot(libvirt_conn, boot_request)
+        with host_pool.lease() as lease:
+            return boot(libvirt_conn, boot_request, lease=lease)
 
     return _boot
 
@@ -219,6 +237,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(pytest.mark.skip(reason=DEBUG_KERNELS_SKIP))
     if config.getoption("--profiles-dir") is not None:
         skip_profiles_not_in(config.getoption("--profiles-dir"), items)
+    deselect_bench_kernel_tests(config, items)
     chosen = config.getoption("--profile")
     if not chosen:
         return
@@ -234,6 +253,34 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+
+
+BENCH_KERNEL_TESTS = pytest.StashKey[int]()
+
+
+def deselect_bench_kernel_tests(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With a user's kernel, the tests of the bench's own kernels (those that ask
+    for bench_variant, or are marked benchkernels) are not part of the run: they
+    could only skip. The header says how many were left out, and why."""
+    if users_kernel_option(config) is None:
+        return
+    keep, drop = [], []
+    for item in items:
+        ours = "bench_variant" in getattr(item, "fixturenames", ()) \
+            or item.get_closest_marker("benchkernels") is not None
+        (drop if ours else keep).append(item)
+    config.stash[BENCH_KERNEL_TESTS] = len(drop)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+def pytest_report_collectionfinish(config: pytest.Config) -> Optional[str]:
+    dropped = config.stash.get(BENCH_KERNEL_TESTS, 0)
+    if not dropped:
+        return None
+    return (f"bench: {dropped} tests of the bench's own kernels deselected: "
+            f"{users_kernel_option(config)} names the kernel under test")
 
 
 def item_profile(item: pytest.Item) -> Optional[str]:

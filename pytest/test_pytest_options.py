@@ -78,3 +78,31 @@ def test_profiles_dir_bad_file_is_a_usage_error_naming_it(team_dir: Path,
                           results=tmp_path / "results")
     assert result.returncode == pytest.ExitCode.USAGE_ERROR, result.stdout + result.stderr
     assert "typo.xml: unknown placeholder $kernal" in result.stderr, result.stderr
+
+
+# Tests of the bench's own kernels: one that asks for bench_variant, one marked
+# benchkernels (a QEMU self-test that boots 'stock'); and what stays: the
+# per-variant tests, as 'custom', and the QEMU self-test that boots no kernel.
+BENCH_KERNEL_TESTS = ("test_crng_per_node_instances",
+                      "test_vmbus_patched_qemu_selftest[linux]")
+USER_KERNEL_TESTS = ("test_vmbus_guest_finds_hyperv_and_vmbus[custom-hyperv]",
+                     "test_vmbus_patched_qemu_selftest[synic]")
+
+
+def test_user_kernel_deselects_the_bench_kernels_tests(tmp_path: Path) -> None:
+    """With --kernel, the tests of the bench's own kernels are deselected (never
+    skips that would hide in the count), and the header says why."""
+    result = child_pytest("--collect-only", "--kernel", str(tmp_path / "bzImage"),
+                          "pytest/test_crng.py", "pytest/test_vmbus.py",
+                          "pytest/test_vmbus_qemu.py", results=tmp_path / "results")
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-2000:]
+    assert "tests of the bench's own kernels deselected: --kernel" in output, output[-2000:]
+    for name in BENCH_KERNEL_TESTS:
+        assert name not in output, f"{name} collected with --kernel"
+    for name in USER_KERNEL_TESTS:
+        assert name in output, f"{name} not collected with --kernel"
+    ours = child_pytest("--collect-only", "pytest/test_crng.py", "pytest/test_vmbus_qemu.py",
+                        results=tmp_path / "results")
+    for name in BENCH_KERNEL_TESTS:
+        assert name in ours.stdout, f"{name} not collected for the bench's kernels"

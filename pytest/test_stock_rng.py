@@ -27,12 +27,13 @@ STOCK_KERNELS = {"stock": {}, "crng-stock-mode": {"variant": "crng",
                                                   "extra_cmdline": "random.crng_mode=stock"}}
 
 
-@pytest.fixture(scope="module", params=list(STOCK_KERNELS))
+@pytest.fixture(scope="module", params=[
+    name if name == "stock" else pytest.param(name, marks=pytest.mark.benchkernels)
+    for name in STOCK_KERNELS])
 def stock_kernel(request, kernel_under_test) -> dict[str, str]:
-    """boot_guest arguments that give a kernel with stock 6.1 RNG behaviour."""
+    """boot_guest arguments that give a kernel with stock 6.1 RNG behaviour; with
+    --kernel, the user's (the crng variant's case is then deselected)."""
     if kernel_under_test.label == CUSTOM:
-        if request.param != "stock":
-            pytest.skip("--kernel or --kernel-deb given: only the user's kernel is tested")
         return {}
     return STOCK_KERNELS[request.param]
 

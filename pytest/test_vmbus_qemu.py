@@ -24,9 +24,12 @@ REBOOT_WINDOW_S = 180
 KERNEL_FOR = {"synic": None, "linux": "stock", "reboot": "stock"}
 
 
-@pytest.mark.parametrize("what", list(KERNEL_FOR))
-def test_vmbus_patched_qemu_selftest(what: str, run_dir, bench_variant) -> None:
-    kernel_variant = KERNEL_FOR[what] and bench_variant(KERNEL_FOR[what])
+@pytest.mark.parametrize("what", [
+    pytest.param(what, marks=pytest.mark.benchkernels) if kernel else what
+    for what, kernel in KERNEL_FOR.items()])
+def test_vmbus_patched_qemu_selftest(what: str, run_dir, request) -> None:
+    kernel_variant = KERNEL_FOR[what] and request.getfixturevalue("bench_variant")(
+        KERNEL_FOR[what])
     qemu = paths.patched_qemu()
     if not qemu.is_file():
         pytest.fail(f"the patched QEMU '{qemu}' is not built: run 'make qemu'")

@@ -12,7 +12,7 @@ packages=(
 	linux-source-6.1 build-essential bc bison flex libelf-dev libssl-dev cpio xz-utils kmod ccache
 	qemu-system-x86 seabios libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients virtinst
 	libxml2-utils python3-pytest python3-pexpect python3-libvirt busybox-static gcc-multilib
-	python3-matplotlib chromium chromium-driver python3-selenium
+	python3-matplotlib chromium chromium-driver python3-selenium python3-pytest-xdist
 )
 missing=()
 for p in "${packages[@]}"; do

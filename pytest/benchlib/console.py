@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import threading
 import time
 from pathlib import Path
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, TextIO
 
 import pexpect
 
@@ -100,17 +101,31 @@ def boot_stages(tasks: list[str], task_deadline_s: float, cap_s: Optional[float]
     return stages
 
 
+# Set when a run is interrupted while boots run in other threads (make run on
+# several slots): each session then stops at its next read instead of waiting
+# out its stage's deadline on a domain that has been destroyed under it.
+INTERRUPTED = threading.Event()
+
+
 class ConsoleSession:
     """Follow one guest's console through its stages, recording host times."""
 
-    def __init__(self, command: list[str], name: str, console_log: str) -> None:
+    def __init__(self, command: list[str], name: str, console_log: str,
+                 transcript: bool = False) -> None:
+        """transcript: the console log is ours to write, from what the session
+        reads (a host that cannot write into our folders); otherwise the host
+        writes it (virtlogd) and the session only reads it after a drop."""
         self.name = name
         self.console_log = console_log
         self.started = time.monotonic()
         self.reached: dict[str, float] = {}
         self.stage = "starting"
+        self._transcript: Optional[TextIO] = open(console_log, "w", encoding="utf-8") \
+            if transcript else None
         self.child = pexpect.spawn(command[0], command[1:], encoding="utf-8",
-                                   codec_errors="replace", timeout=None)
+                                   codec_errors="replace", timeout=None,
+                                   logfile=None)
+        self.child.logfile_read = self._transcript
         self._raw = ""        # recent raw text: where death strings are looked for
         self._pending = ""    # raw text not yet sorted into kernel lines and the rest
         self._clean = ""      # the rest: where stage markers are looked for
@@ -132,6 +147,9 @@ class ConsoleSession:
         pattern = re.compile(stage.pattern) if stage.pattern else None
         deadline = time.monotonic() + stage.deadline_s
         while True:
+            if INTERRUPTED.is_set():
+                raise BootFailed(f"guest {self.name}: the run was interrupted before stage "
+                                 f"'{stage.name}'", self.stage, self.console_log)
             # The stage first: a marker that made it out came before any death
             # string in the same chunk (after a death, the init prints nothing).
             if pattern is not None and self._take(pattern, stage):
@@ -282,3 +300,5 @@ class ConsoleSession:
         if self.child.isalive():
             self.child.terminate(force=True)
         self.child.close(force=True)
+        if self._transcript is not None:
+            self._transcript.close()

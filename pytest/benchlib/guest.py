@@ -21,8 +21,10 @@ import libvirt
 # from printing them on stderr.
 libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
 
+from . import remote
 from .console import ConsoleSession, boot_stages
 from .errors import BadKernel, BenchError, BootFailed, NeedsKvm
+from .hosts import Lease
 from .kernels import check_bzimage
 from .modules import MODULES_TASK, ModuleTree, initrd_with_modules
 from .kreports import reports
@@ -188,8 +190,15 @@ def destroy_if_running(conn: libvirt.virConnect, name: str) -> None:
         pass
 
 
-def boot(conn: libvirt.virConnect, request: BootRequest, keep_failed: bool = True) -> BootRecord:
-    """Boot once, return the record; raise BenchError (with the stage reached) on failure."""
+def boot(conn: libvirt.virConnect, request: BootRequest, keep_failed: bool = True,
+         lease: Optional[Lease] = None) -> BootRecord:
+    """Boot once, return the record; raise BenchError (with the stage reached) on failure.
+
+    With a lease (benchlib/hosts.py), the boot runs on the lease's host, and on a
+    host that does not share our files through uploads and streams (remote.py)."""
+    if lease is not None:
+        conn = lease.host.conn
+    streamed = lease is not None and not lease.host.shares_files
     emulator = request.emulator or choose_emulator(request.profile, request.accel)
     kernel = check_bzimage(request.kernel)
     if not request.initrd.is_file():
@@ -205,33 +214,62 @@ def boot(conn: libvirt.virConnect, request: BootRequest, keep_failed: bool = Tru
                                      request.profile.name, outdir / "initrd-with-modules.img",
                                      request.kernel_config)
     with_modules = initrd != request.initrd.resolve()
+    host_kernel, host_initrd = str(kernel), str(initrd)
+    if streamed:
+        assert lease is not None
+        with lease.host.lock:
+            host_kernel = remote.upload(conn, lease.host.pool, kernel, "kernel")
+            host_initrd = remote.upload(conn, lease.host.pool, initrd, "initrd")
     xml = request.profile.render(
         name=name, domain_type=domain_type(request.accel), emulator=str(emulator),
-        kernel=str(kernel), initrd=str(initrd), cmdline=cmdline,
+        kernel=host_kernel, initrd=host_initrd, cmdline=cmdline,
         console_log=str(console_log), data_log=str(data_log))
+    if streamed:
+        xml = remote.stream_serials(xml)
     xml_path = outdir / "domain.xml"
     xml_path.write_text(xml)
 
     record = BootRecord(name=name, profile=request.profile.name, variant=request.variant,
                         kernel=str(kernel), accel=request.accel, cmdline=cmdline,
-                        console_log=console_log, data_log=data_log)
+                        console_log=console_log, data_log=data_log, host=conn.getURI())
     error: Optional[BenchError] = None
     session: Optional[ConsoleSession] = None
+    data: Optional[remote.DataStream] = None
+    stages = boot_stages(request.stage_tasks(with_modules), request.timeout_s + TASK_SLACK_S,
+                         cap_s=request.stage_deadline_s, deadlines=request.task_deadlines())
+    record.host_slot = lease.slot if lease is not None else None
+    record.started_at = time.time()
     try:
         CREATED.append(name)
-        session = ConsoleSession(["virsh", "-c", conn.getURI(), "create", str(xml_path),
-                                  "--console", "--autodestroy"], name, str(console_log))
-        session.follow(boot_stages(request.stage_tasks(with_modules),
-                                   request.timeout_s + TASK_SLACK_S,
-                                   cap_s=request.stage_deadline_s,
-                                   deadlines=request.task_deadlines()),
-                       total_s=request.total_deadline_s)
+        command = ["virsh", "-c", conn.getURI(), "create", str(xml_path), "--console",
+                   "--autodestroy"]
+        if streamed:
+            # Paused until both serial ports are read: see remote.py.
+            session = ConsoleSession(command + ["--paused"], name, str(console_log),
+                                     transcript=True)
+            session.follow(stages[:1], total_s=request.total_deadline_s)
+            dom = conn.lookupByName(name)
+            data = remote.DataStream(conn, dom, data_log)
+            dom.resume()
+            stages = stages[1:]
+        else:
+            session = ConsoleSession(command, name, str(console_log))
+        session.follow(stages, total_s=request.total_deadline_s)
+    except libvirt.libvirtError as exc:
+        error = BootFailed(f"guest {name}: {exc.get_error_message()}",
+                           session.stage if session else "starting", str(console_log))
     except BenchError as exc:
         error = exc
     finally:
         if session is not None:
             session.close()
         destroy_if_running(conn, name)
+        if data is not None:
+            data.close()
+        record.ended_at = time.time()
+        if lease is not None:
+            lease.note_neighbours()
+            record.shared_host = lease.shared
     assert session is not None      # a failed spawn raised above
     record.stages = session.reached
     _wait_for_log(console_log)

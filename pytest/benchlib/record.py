@@ -99,6 +99,14 @@ class BootRecord:
     messages: list[tuple[float, str]] = field(default_factory=list)
     tasks: dict[str, TaskOutput] = field(default_factory=dict)
     probe: list[dict[str, str]] = field(default_factory=list)
+    # The libvirt URI the boot ran on, and whether another boot ran on the same
+    # host meanwhile (its timing was then taken beside another guest).
+    host: str = ""
+    shared_host: bool = False
+    host_slot: Optional[int] = None
+    # Host wall clock (seconds since the epoch) from the domain's creation to its end.
+    started_at: float = 0.0
+    ended_at: float = 0.0
 
     def spec(self) -> Variant:
         """The variant's metadata (kernel/patches/<variant>/variant.toml)."""
@@ -147,6 +155,8 @@ class BootRecord:
         return {
             "name": self.name, "profile": self.profile, "variant": self.variant,
             "kernel": self.kernel, "accel": self.accel, "cmdline": self.cmdline,
+            "host": self.host, "shared_host": self.shared_host, "host_slot": self.host_slot,
+            "started_at": self.started_at, "ended_at": self.ended_at,
             "console_log": str(self.console_log), "data_log": str(self.data_log),
             "host_stages_s": self.stages, "milestones_printk_s": self.milestones(),
             "first_nonblock_ok_boottime_s": float(ok["t"]) if ok else None,

@@ -91,6 +91,10 @@ class Cell:
                 return f"{over} ({', '.join(str(r.console_log) for r in self.records)})"
         return OK
 
+    def shared(self) -> int:
+        """Boots that ran beside another boot on their host."""
+        return sum(r.shared_host for r in self.records)
+
     def credit_rates(self) -> list[float]:
         return [r for r in (measure.credit_rate(rec) for rec in self.records) if r is not None]
 
@@ -123,7 +127,7 @@ def cell_text(cell: Cell, name: str, samples: dict[str, list[float]]) -> str:
                 f"on {max(cpus)} CPU{'s' if max(cpus) > 1 else ''} {len(values)}/{cell.boots}")
     if values:
         return (f"{statistics.median(values):.3f} [{min(values):.3f}-{max(values):.3f}] "
-                f"{len(values)}/{cell.boots}")
+                f"{len(values)}/{cell.boots}{SHARED_MARK if cell.shared() else ''}")
     is_final = any(name == r.spec().final for r in cell.records[:1])
     if is_final and cell.capped() and cell.cap_s is not None:
         rates = cell.credit_rates()
@@ -139,12 +143,44 @@ def as_json(cells: list[Cell], meta: dict[str, object]) -> dict[str, object]:
             "profile": cell.profile, "variant": cell.variant, "skipped": cell.skipped,
             "verdict": cell.verdict(), "failures": cell.failures,
             "final_capped": cell.capped(), "cap_s": cell.cap_s, "budget_s": cell.budget_s,
+            "shared_host_boots": cell.shared(),
             "credit_rate_bits_s": cell.credit_rates(),
             "cpus_to_ready": cell.cpus_to_ready(),
             "times_s": {name: stats(v, cell.boots) for name, v in cell.samples().items()},
             "boots": [r.summary() for r in cell.records],
         })
     return {"meta": meta, "cells": rows}
+
+
+# Marks a cell's timings when some of its boots shared their host with another.
+SHARED_MARK = "*"
+SHARED_NOTE = (f"{SHARED_MARK}: some of the cell's boots ran beside another boot on their "
+               "host (--jobs-per-host above 1, or another run): their times were taken on "
+               "a shared machine")
+
+
+def host_labels(cells: list[Cell]) -> dict[str, str]:
+    """libvirt URI -> short label (h1, h2...) in order of first use."""
+    uris = dict.fromkeys(r.host for c in cells for r in c.records if r.host)
+    return {uri: f"h{i}" for i, uri in enumerate(uris, 1)}
+
+
+def cell_hosts(cell: Cell, labels: dict[str, str]) -> str:
+    """Which hosts the cell's boots ran on: 'h1×2 h2×1'."""
+    counts: dict[str, int] = {}
+    for record in cell.records:
+        label = labels.get(record.host, "?")
+        counts[label] = counts.get(label, 0) + 1
+    return " ".join(f"{label}×{n}" for label, n in counts.items())
+
+
+def hosts_legend(cells: list[Cell]) -> list[str]:
+    labels = host_labels(cells)
+    lines = [f"hosts: {' '.join(f'{label} = {uri}' for uri, label in labels.items())}"] \
+        if len(labels) > 1 else []
+    if any(c.shared() for c in cells):
+        lines.append(SHARED_NOTE)
+    return lines
 
 
 LEGEND = """\
@@ -159,23 +195,26 @@ CPUs. blocking wait: how long the probe's blocking getrandom() blocked
 
 def table(cells: list[Cell]) -> str:
     cols = columns(cells)
-    header = ["profile", "variant", *cols, "verdict"]
+    labels = host_labels(cells)
+    by_host = len(labels) > 1
+    header = ["profile", "variant", *cols, *(["hosts"] if by_host else []), "verdict"]
     lines, notes = [], []
     for cell in cells:
         verdict = cell.verdict()
         if verdict != OK:
             notes.append(f"[{len(notes) + 1}] {cell.profile} × {cell.variant}: {verdict}")
             verdict = f"{verdict.split(':')[0]} [{len(notes)}]"
+        hosts = [cell_hosts(cell, labels)] if by_host else []
         if cell.skipped:
-            lines.append([cell.profile, cell.variant, *["" for _ in cols], verdict])
+            lines.append([cell.profile, cell.variant, *["" for _ in cols], *hosts, verdict])
             continue
         samples = cell.samples()
         lines.append([cell.profile, cell.variant,
-                      *(cell_text(cell, name, samples) for name in cols), verdict])
+                      *(cell_text(cell, name, samples) for name in cols), *hosts, verdict])
     widths = [max(len(str(r[i])) for r in [header, *lines]) for i in range(len(header))]
     out = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip()
            for row in [header, *lines]]
-    return "\n".join([*out, "", LEGEND, *notes])
+    return "\n".join([*out, "", LEGEND, *hosts_legend(cells), *notes])
 
 
 def junit(cells: list[Cell]) -> ET.ElementTree:

@@ -19,7 +19,7 @@ from typing import Iterable, Optional
 
 from . import throughput
 from .errors import BadKernel
-from .report import OK, Cell, cell_text, columns
+from .report import OK, SHARED_MARK, Cell, cell_text, columns, hosts_legend
 
 PAGE = "report.html"
 BOOT_DOMAIN_XML = "domain.xml"
@@ -66,8 +66,9 @@ def _boot_links(cell: Cell, outdir: Path) -> str:
     links = []
     for record in cell.records:
         xml = record.console_log.parent / BOOT_DOMAIN_XML
+        shared = f" {SHARED_MARK}" if record.shared_host else ""
         links.append(f"{_esc(record.name)}: {_link(outdir, record.console_log, 'console')} "
-                     f"{_link(outdir, xml, 'domain XML')}")
+                     f"{_link(outdir, xml, 'domain XML')} on {_esc(record.host)}{shared}")
     links += [f"failed: {_esc(failure)}" for failure in cell.failures]
     return "<br>".join(links)
 
@@ -193,6 +194,7 @@ def page(outdir: Path, cells: list[Cell], meta: dict[str, object],
 {kernel_rows}</table>
 <h2>Profile × variant</h2>
 {matrix_table(cells, outdir, throughput_rows)}
+{"".join(f"<p class='hosts'>{_esc(line)}</p>" for line in hosts_legend(cells))}
 <h2>Verdicts</h2>
 <ul id="verdicts">{verdicts}</ul>
 <h2>Time to each milestone</h2>

@@ -4,6 +4,7 @@
                           [--accel auto|kvm|tcg] [--kernel PATH [--modules DIR]]
                           [--kernel-deb PKG.deb] [--no-build] [--dry-run]
                           [--profiles-dir DIR] [--list-profiles]
+                          [--libvirt-uri URI ...] [--jobs-per-host N] [--libvirt-pool NAME]
 
 Writes results/<timestamp>/: report.txt, report.html, report.json, junit.xml and one folder
 per boot with its domain XML, console log and data log. Exits 1 when a cell's
@@ -22,17 +23,22 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Optional
 
 
 from .cli import run_main
+from .console import INTERRUPTED
 from . import paths
 from .accel import resolve_accel
 from .errors import BenchError, NeedsKvm
-from .guest import (BootRequest, boot, check_accel, choose_emulator, install_signal_handlers,
-                    reap, running_bench_domains)
+from .guest import (CREATED, BootRequest, boot, check_accel, choose_emulator,
+                    install_signal_handlers, reap, running_bench_domains)
+from .hosts import DEFAULT_URI, HostPool
 from .libvirtconn import connect
+from .record import BootRecord
+from .remote import DEFAULT_POOL
 from .kernels import kernel_version, variant_kernel
 from .profiles import Profile, all_profiles, get_profile, use_directory
 from .report import Cell, not_ok, write
@@ -66,7 +72,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--profile", action="append", default=[], help="profile(s) (default: all)")
     parser.add_argument("--boots", type=int, default=3, help="boots per cell (default 3)")
     parser.add_argument("--accel", choices=("auto", "kvm", "tcg"), default="auto")
-    parser.add_argument("--libvirt-uri", default="qemu:///system")
+    parser.add_argument("--libvirt-uri", action="append", default=[],
+                        help="a libvirt host to boot on; repeat it to spread the matrix "
+                             f"over several (default {DEFAULT_URI})")
+    parser.add_argument("--jobs-per-host", type=int, default=1,
+                        help="boots at a time on each host (default 1)")
+    parser.add_argument("--libvirt-pool", default=DEFAULT_POOL,
+                        help="storage pool that receives the kernels on hosts that do not "
+                             f"share this machine's files (default {DEFAULT_POOL})")
     parser.add_argument("--timeout", type=float, default=60,
                         help="seconds the probe waits for the RNG in each boot (default 60)")
     parser.add_argument("--cap", type=float, default=DEFAULT_CAP_S,
@@ -106,7 +119,8 @@ def listing_accel(args: argparse.Namespace) -> tuple[str, str]:
         return "tcg", "no /dev/kvm"
     outdir = paths.RESULTS_DIR / f"{time.strftime('%Y%m%d-%H%M%S')}-list-profiles"
     try:
-        return resolve_accel("auto", connect(args.libvirt_uri), paths.initramfs(), outdir)
+        return resolve_accel("auto", connect((args.libvirt_uri or [DEFAULT_URI])[0]),
+                             paths.initramfs(), outdir)
     except BenchError as exc:
         return "tcg", f"KVM could not be probed ({exc}): judged for TCG"
 
@@ -156,15 +170,21 @@ def main(argv: list[str]) -> int:
 
     outdir = paths.RESULTS_DIR / time.strftime("%Y%m%d-%H%M%S")
     outdir.mkdir(parents=True, exist_ok=True)
-    conn = connect(args.libvirt_uri)
+    pool = HostPool(args.libvirt_uri, args.jobs_per_host, args.libvirt_pool)
+    conn = pool.first.conn
     install_signal_handlers()
-    stale = running_bench_domains(conn)
-    if stale and args.reap:
-        reap(conn, stale)
-        progress(f"destroyed {len(stale)} stale domain(s): {' '.join(stale)}")
-    elif stale:
-        progress(f"{len(stale)} bench domain(s) from another run are running "
-                 f"({' '.join(stale)}); destroy them with --reap")
+    for host in pool.hosts:
+        stale = running_bench_domains(host.conn)
+        if stale and args.reap:
+            reap(host.conn, stale)
+            progress(f"destroyed {len(stale)} stale domain(s) on {host.uri}: {' '.join(stale)}")
+        elif stale:
+            progress(f"{len(stale)} bench domain(s) from another run are running on "
+                     f"{host.uri} ({' '.join(stale)}); destroy them with --reap")
+    if len(pool.hosts) > 1 or args.jobs_per_host > 1:
+        progress(f"{pool.slots} boot(s) at a time: " + ", ".join(
+            f"{h.uri} ({h.jobs}, {'local files' if h.shares_files else 'uploads and streams'})"
+            for h in pool.hosts))
     planned = len(profiles) * len(kernels) * args.boots
     started = time.monotonic()
     done = 0
@@ -178,10 +198,10 @@ def main(argv: list[str]) -> int:
     try:
         accel, why = resolve_accel(args.accel, conn, paths.initramfs(), outdir)
         progress(f"guests run under {accel.upper()} ({why})")
-        def boot_cell(profile: Profile, variant: str, kernel: Path, tasks: list[str],
+        def plan_cell(profile: Profile, variant: str, kernel: Path, tasks: list[str],
                       params: dict[str, str], boots: int = args.boots,
-                      trace: str | None = None) -> Cell:
-            nonlocal done
+                      trace: str | None = None) -> tuple[Cell, list[BootRequest]]:
+            """A cell and the boots it needs (none if it is skipped, saying why)."""
             matrix = "until" in tasks
             cell = Cell(profile.name, variant, cap_s=args.cap if matrix else None,
                         budget_s=budget_s.get(profile.name) if matrix else None)
@@ -190,43 +210,81 @@ def main(argv: list[str]) -> int:
             except NeedsKvm as exc:
                 cell.skipped = str(exc)
                 progress(f"{profile.name} × {variant}: skipped: {exc}")
-                return cell
+                return cell, []
             modular = users if users is not None and variant == users.label else None
             missing = modular.missing_options(profile.caps, tasks, trace) if modular else []
             if modular and missing:
                 cell.skipped = modular.skip_reason(profile.name, missing)
                 progress(f"{profile.name} × {variant}: skipped: {cell.skipped}")
-                return cell
+                return cell, []
+            requests = []
             for n in range(1, boots + 1):
                 capture = [ENTROPY_TASK] if matrix and n == 1 and not args.no_entropy else []
-                request = BootRequest(profile=profile, variant=variant, kernel=kernel,
-                                      initrd=paths.initramfs(), outdir=outdir / "boots",
-                                      accel=accel, tasks=tasks + capture, params=params,
-                                      timeout_s=args.timeout, trace=trace,
-                                      modules=modular.modules if modular else None,
-                                      kernel_config=modular.config if modular else None)
+                requests.append(BootRequest(
+                    profile=profile, variant=variant, kernel=kernel, initrd=paths.initramfs(),
+                    outdir=outdir / "boots", accel=accel, tasks=tasks + capture,
+                    params=params, timeout_s=args.timeout, trace=trace,
+                    modules=modular.modules if modular else None,
+                    kernel_config=modular.config if modular else None))
+            return cell, requests
+
+        def run_cells(plans: list[tuple[Cell, list[BootRequest]]]) -> list[Cell]:
+            """Every boot of the cells, as many at a time as the hosts have slots;
+            a cell's records in the order of its boots."""
+            nonlocal done
+            jobs = [(cell, n, request) for cell, requests in plans
+                    for n, request in enumerate(requests, 1)]
+            results: dict[tuple[int, int], BootRecord] = {}
+            boots_of = {id(cell): len(requests) for cell, requests in plans}
+
+            def one(request: BootRequest) -> BootRecord:
+                with pool.lease() as lease:
+                    return boot(conn, request, lease=lease)
+
+            with ThreadPoolExecutor(max_workers=pool.slots) as executor:
+                futures = {executor.submit(one, request): (cell, n)
+                           for cell, n, request in jobs}
                 try:
-                    record = boot(conn, request)
-                    cell.records.append(record)
-                    outcome = "ok"
-                    if "until" in tasks:
-                        outcome = f"final milestone {measure.until_outcome(record) or '?'}"
-                except BenchError as exc:
-                    cell.failures.append(str(exc))
-                    outcome = f"failed: {exc}"
-                if "until" in tasks:
-                    done += 1
-                progress(f"[{done}/{planned}] {profile.name} × {variant} boot {n}/{boots}: "
-                         f"{outcome}{eta()}")
-            return cell
+                    for future in as_completed(futures):
+                        cell, n = futures[future]
+                        try:
+                            record = future.result()
+                            results[(id(cell), n)] = record
+                            outcome = "ok"
+                            if cell.cap_s is not None:
+                                outcome = (f"final milestone "
+                                           f"{measure.until_outcome(record) or '?'}")
+                            where = f" on {record.host}" if len(pool.hosts) > 1 else ""
+                        except BenchError as exc:
+                            cell.failures.append(str(exc))
+                            outcome, where = f"failed: {exc}", ""
+                        if cell.cap_s is not None:
+                            done += 1
+                        progress(f"[{done}/{planned}] {cell.profile} × {cell.variant} boot "
+                                 f"{n}/{boots_of[id(cell)]}{where}: "
+                                 f"{outcome}{eta()}")
+                except KeyboardInterrupt:
+                    # The boots in flight stop following their consoles, and their
+                    # domains go: the threads end at once.
+                    INTERRUPTED.set()
+                    for future in futures:
+                        future.cancel()
+                    for host in pool.hosts:
+                        reap(host.conn, [n for n in CREATED
+                                         if n in running_bench_domains(host.conn)])
+                    raise
+            for cell, n, _ in jobs:
+                if (id(cell), n) in results:
+                    cell.records.append(results[(id(cell), n)])
+            return [cell for cell, _ in plans]
 
         def matrix_params(variant: str) -> dict[str, str]:
             return {"probe": MATRIX_PROBE_FLAGS, "until": load_variant(variant).until_pattern(),
                     "until_cap": f"{args.cap:.0f}"}
 
-        cells = [boot_cell(profile, variant, kernel, MATRIX_TASKS, matrix_params(variant),
-                           trace=load_variant(variant).trace)
-                 for profile in profiles for variant, kernel in kernels.items()]
+        cells = run_cells([plan_cell(profile, variant, kernel, MATRIX_TASKS,
+                                     matrix_params(variant), trace=load_variant(variant).trace)
+                           for profile in profiles for variant, kernel in kernels.items()])
         bench_rows: list[dict[str, object]] = []
         if len(kernels) > 1 and not args.no_throughput:
             # One boot per variant in turn, so that a change in host load over the
@@ -234,16 +292,17 @@ def main(argv: list[str]) -> int:
             bench = {v: Cell(throughput.PROFILE, v) for v in kernels}
             for _ in range(args.boots):
                 for variant, kernel in kernels.items():
-                    one = boot_cell(get_profile(throughput.PROFILE), variant, kernel,
-                                    throughput.TASKS, {}, boots=1)
+                    one, = run_cells([plan_cell(get_profile(throughput.PROFILE), variant,
+                                                kernel, throughput.TASKS, {}, boots=1)])
                     bench[variant].records += one.records
                     bench[variant].failures += one.failures
                     bench[variant].skipped = one.skipped
             bench_rows = throughput.compare({v: c.records for v, c in bench.items()})
             cells += [c for c in bench.values() if c.failures]
     finally:
-        conn.close()
+        pool.close()
     meta = {"accel": accel, "accel_why": why, "boots": args.boots, "cap_s": args.cap,
+            "hosts": [h.uri for h in pool.hosts], "jobs_per_host": args.jobs_per_host,
             "budgets": {"file": None if args.no_budget else str(args.budget), "ready_s": budget_s},
             "workload": f"tasks={','.join(MATRIX_TASKS)} probe={MATRIX_PROBE_FLAGS}",
             "kernels": {v: str(k) for v, k in kernels.items()},

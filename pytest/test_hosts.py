@@ -1,0 +1,200 @@
+"""The matrix spread over several libvirt hosts.
+
+Two endpoints on this machine stand for a pool of hosts: qemu:///system (which
+shares our files) and a second daemon that the module starts on a socket of its
+own (scripts/extra-libvirtd.sh), which gets the kernel and initramfs uploaded as
+storage volumes and its serial ports read through libvirt streams, as a remote
+host would. Both run on the same two cores: what is checked is semantics (same
+verdicts, every boot on a named host, slots never overbooked), never speed.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from benchlib import hosts, paths, report
+from benchlib.errors import BenchError
+from benchlib.hosts import DEFAULT_URI, HostPool
+from benchlib.record import BootRecord
+
+EXTRA_DAEMON = paths.REPO / "scripts" / "extra-libvirtd.sh"
+# A child run or pytest gets this long (a handful of boots, two at a time).
+CHILD_TIMEOUT_S = 900
+# One cell whose budget every boot meets and one that none can: the verdicts to
+# compare carry both outcomes.
+BUDGETS = "[ready_s]\ntcg-virtio-rng = 120.0\ntcg-quiet = 0.001\n"
+MATRIX = ["--variant", "stock", "--profile", "tcg-virtio-rng", "--profile", "tcg-quiet",
+          "--boots", "2", "--no-entropy", "--no-build", "--accel", "tcg", "--cap", "60"]
+
+
+@pytest.fixture(scope="module")
+def second_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The URI of a second libvirt daemon, started for this module and stopped after."""
+    directory = tmp_path_factory.mktemp("extra-libvirtd")
+    started = subprocess.run([str(EXTRA_DAEMON), "start", str(directory)],
+                             capture_output=True, text=True, timeout=120)
+    if started.returncode != 0:
+        pytest.fail(f"the second libvirt daemon did not start: {started.stderr.strip()}")
+    try:
+        yield started.stdout.strip().splitlines()[-1]
+    finally:
+        subprocess.run([str(EXTRA_DAEMON), "stop", str(directory)], timeout=120)
+
+
+def child(args: list[str], results: Path, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=CHILD_TIMEOUT_S,
+                          env={**os.environ, "RESULTS_DIR": str(results)})
+
+
+def matrix_report(uris: list[str], tmp: Path) -> dict:
+    budgets = tmp / "budgets.toml"
+    budgets.write_text(BUDGETS)
+    results = tmp / "results"
+    args = ["-m", "benchlib.run", *MATRIX, "--budget", str(budgets)]
+    for uri in uris:
+        args += ["--libvirt-uri", uri]
+    result = child(args, results, paths.REPO / "pytest")
+    reports = sorted(results.glob("*/report.json"))
+    assert reports, f"no report: {result.stdout[-2000:]}{result.stderr[-2000:]}"
+    found = json.loads(reports[-1].read_text())
+    found["stdout"], found["exit"] = result.stdout, result.returncode
+    return found
+
+
+def verdict_kinds(found: dict) -> dict[str, str]:
+    """profile × variant -> the kind of verdict ('ok', 'over budget'...), without
+    the numbers, which differ from run to run."""
+    return {f"{c['profile']} × {c['variant']}": c["verdict"].split(":")[0].split(" (")[0]
+            for c in found["cells"]}
+
+
+@pytest.fixture(scope="module")
+def one_and_two(second_host: str, tmp_path_factory: pytest.TempPathFactory
+                ) -> tuple[dict, dict]:
+    one = matrix_report([DEFAULT_URI], tmp_path_factory.mktemp("one-host"))
+    two = matrix_report([DEFAULT_URI, second_host], tmp_path_factory.mktemp("two-hosts"))
+    return one, two
+
+
+def test_hosts_two_endpoints_give_the_same_verdicts(one_and_two: tuple[dict, dict]) -> None:
+    one, two = one_and_two
+    kinds = verdict_kinds(one)
+    assert set(kinds.values()) >= {"ok", "over budget"}, (
+        f"the single-host run did not give both outcomes to compare: {kinds}")
+    assert verdict_kinds(two) == kinds
+    assert one["exit"] == two["exit"] == 1      # the over-budget cell fails both runs
+
+
+def test_hosts_report_names_the_host_of_each_boot(one_and_two: tuple[dict, dict],
+                                                  second_host: str) -> None:
+    _, two = one_and_two
+    boots = [b for c in two["cells"] for b in c["boots"]]
+    assert {b["host"] for b in boots} == {DEFAULT_URI, second_host}, (
+        f"the boots did not use both hosts: {[b['host'] for b in boots]}")
+    assert two["meta"]["hosts"] == [DEFAULT_URI, second_host]
+    assert f"h2 = {second_host}" in two["stdout"], "the table does not name the hosts"
+
+
+def test_hosts_remote_boot_uploads_and_streams(one_and_two: tuple[dict, dict],
+                                               second_host: str) -> None:
+    """A boot on the second daemon booted uploaded volumes, and its console and data
+    logs, written here from libvirt streams, are whole."""
+    _, two = one_and_two
+    remote = [b for c in two["cells"] for b in c["boots"] if b["host"] == second_host]
+    assert remote, "no boot ran on the second host"
+    for boot in remote:
+        xml = (Path(boot["console_log"]).parent / "domain.xml").read_text()
+        assert "<log file" not in xml and "bench-kernel-" in xml, (
+            f"{boot['name']}: not booted from uploaded volumes with streamed serials")
+        assert "@@END kmsg rc=0" in Path(boot["data_log"]).read_text(), (
+            f"{boot['name']}: the streamed data log is not whole")
+        assert "@@BENCH stage=done" in Path(boot["console_log"]).read_text()
+
+
+def test_hosts_xdist_workers_share_the_hosts_without_colliding(second_host: str,
+                                                               tmp_path: Path) -> None:
+    """Two pytest-xdist workers, two hosts, one slot each: every boot ran on one of
+    them, both hosts were used, and no two boots ever overlapped on a host."""
+    budgets = tmp_path / "budgets.toml"
+    budgets.write_text("[ready_s]\ntcg-virtio-rng = 120.0\ntcg-quiet = 120.0\n")
+    results = tmp_path / "results"
+    result = child(["-m", "pytest", "-c", "tox.ini", "--rootdir=.", "-q", "-p", "no:cacheprovider",
+                    "-n", "2", "--accel", "tcg", "--boots", "2", "--budget", str(budgets),
+                    "--libvirt-uri", DEFAULT_URI, "--libvirt-uri", second_host,
+                    "-k", "test_ready_within_budget and stock", "pytest/test_budgets.py"],
+                   results, paths.REPO)
+    output = result.stdout[-3000:] + result.stderr[-2000:]
+    assert result.returncode == 0 and "2 passed" in result.stdout, output
+    records = [json.loads(p.read_text()) for p in results.glob("*/*/record.json")]
+    assert len(records) >= 4, f"{len(records)} boots recorded: {output}"
+    assert {r["host"] for r in records} == {DEFAULT_URI, second_host}, output
+    for uri in (DEFAULT_URI, second_host):
+        spans = sorted((r["started_at"], r["ended_at"], r["name"])
+                       for r in records if r["host"] == uri)
+        for (_, end, first), (start, _, second) in zip(spans, spans[1:]):
+            assert start >= end, f"{first} and {second} overlapped on {uri}"
+
+
+# ---- The slots alone: no boot ---------------------------------------------------
+
+@pytest.fixture
+def local_pool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HostPool]:
+    """The local host with two slots, its locks in a folder of the test's own."""
+    monkeypatch.setattr(hosts, "SLOT_DIR", tmp_path / "slots")
+    pool = HostPool([DEFAULT_URI], jobs_per_host=2)
+    yield pool
+    pool.close()
+
+
+def test_hosts_boots_beside_another_are_marked_shared(local_pool: HostPool) -> None:
+    with local_pool.lease() as first:
+        assert not first.shared
+        with local_pool.lease() as second:
+            assert second.shared and second.slot != first.slot
+            time.sleep(3 * hosts.NEIGHBOUR_POLL_S)
+        assert first.shared, "a boot that ran inside this one's time was not seen"
+    with local_pool.lease() as alone:
+        assert not alone.shared
+
+
+def test_hosts_a_full_host_makes_the_next_boot_wait(local_pool: HostPool) -> None:
+    taken = threading.Event()
+
+    def third() -> None:
+        with local_pool.lease():
+            taken.set()
+
+    with local_pool.lease(), local_pool.lease():
+        waiting = threading.Thread(target=third)
+        waiting.start()
+        time.sleep(5 * hosts.SLOT_POLL_S)
+        assert not taken.is_set(), "a third boot got a slot on a host with two"
+    waiting.join(10)
+    assert taken.is_set(), "the waiting boot never got the freed slot"
+
+
+def test_hosts_shared_timings_are_marked_in_the_table() -> None:
+    record = BootRecord(name="b", profile="tcg-quiet", variant="stock", kernel="k", accel="tcg",
+                        cmdline="", console_log=Path("c"), data_log=Path("d"),
+                        messages=[(1.5, "random: crng init done")],
+                        host=DEFAULT_URI, shared_host=True)
+    cell = report.Cell("tcg-quiet", "stock", records=[record])
+    text = report.table([cell])
+    assert f"1.500 [1.500-1.500] 1/1{report.SHARED_MARK}" in text, text
+    assert report.SHARED_NOTE in text
+    record.shared_host = False
+    assert report.SHARED_NOTE not in report.table([cell])
+
+
+def test_hosts_unknown_pool_is_named(second_host: str) -> None:
+    with pytest.raises(BenchError, match="has no storage pool 'no-such-pool'"):
+        HostPool([second_host], pool="no-such-pool")
