@@ -37,8 +37,8 @@ from benchlib import budgets, paths  # noqa: E402
 from benchlib.accel import resolve_accel  # noqa: E402
 from benchlib.errors import BadProfile, NeedsKvm, UnknownProfile  # noqa: E402
 from benchlib.errors import BenchError  # noqa: E402
-from benchlib.guest import (BootRequest, boot, check_accel, install_signal_handlers,  # noqa: E402
-                            reap, running_bench_domains, surviving)
+from benchlib.guest import (BootRequest, boot, check_accel, clear_stale,  # noqa: E402
+                            install_signal_handlers, reap_survivors)
 from benchlib.hosts import DEFAULT_URI, HostPool  # noqa: E402
 from benchlib.kernels import variant_kernel  # noqa: E402
 from benchlib.profiles import all_profiles, get_profile, use_directory  # noqa: E402
@@ -85,21 +85,10 @@ def host_pool(request: pytest.FixtureRequest) -> Iterator[HostPool]:
                         config.getoption("--jobs-per-host"), config.getoption("--libvirt-pool"))
     except BenchError as exc:
         pytest.exit(str(exc), 2)
-    for host in pool.hosts:
-        stale = running_bench_domains(host.conn)
-        if stale and config.getoption("--reap"):
-            reap(host.conn, stale)
-            print(f"\nbench: destroyed {len(stale)} stale domain(s) on {host.uri}: "
-                  f"{' '.join(stale)}")
-        elif stale:
-            print(f"\nbench: {len(stale)} bench domain(s) from another run are running on "
-                  f"{host.uri} ({' '.join(stale)}); destroy them with --reap")
+    for line in clear_stale(pool.hosts, config.getoption("--reap")):
+        print(f"\nbench: {line}")
     yield pool
-    leaked = []
-    for host in pool.hosts:
-        found = surviving(host.conn)
-        reap(host.conn, found)
-        leaked += found
+    leaked = reap_survivors(pool.hosts)
     pool.close()
     if leaked:
         pytest.fail(f"guests left running after the tests: {' '.join(leaked)}", pytrace=False)

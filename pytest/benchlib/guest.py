@@ -24,7 +24,7 @@ libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
 from . import remote
 from .console import ConsoleSession, boot_stages
 from .errors import BadKernel, BenchError, BootFailed, NeedsKvm
-from .hosts import Lease
+from .hosts import Host, Lease
 from .kernels import check_bzimage
 from .modules import MODULES_TASK, ModuleTree, initrd_with_modules
 from .kreports import reports
@@ -177,6 +177,33 @@ def reap(conn: libvirt.virConnect, names: list[str]) -> None:
             conn.lookupByName(name).undefine()
         except libvirt.libvirtError:
             pass        # transient: gone with destroy
+
+
+def clear_stale(hosts: list[Host], destroy: bool) -> list[str]:
+    """Bench domains of another run on each host: destroyed if `destroy`, else
+    named; one line per host that has any, to print."""
+    lines = []
+    for host in hosts:
+        stale = running_bench_domains(host.conn)
+        if stale and destroy:
+            reap(host.conn, stale)
+            lines.append(f"destroyed {len(stale)} stale domain(s) on {host.uri}: "
+                         f"{' '.join(stale)}")
+        elif stale:
+            lines.append(f"{len(stale)} bench domain(s) from another run are running on "
+                         f"{host.uri} ({' '.join(stale)}); destroy them with --reap")
+    return lines
+
+
+def reap_survivors(hosts: list[Host]) -> list[str]:
+    """Destroy the domains this process created that still exist on any host;
+    return their names (a leak, unless a run was interrupted)."""
+    leaked = []
+    for host in hosts:
+        found = surviving(host.conn)
+        reap(host.conn, found)
+        leaked += found
+    return leaked
 
 
 def destroy_if_running(conn: libvirt.virConnect, name: str) -> None:

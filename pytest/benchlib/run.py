@@ -33,8 +33,8 @@ from .console import INTERRUPTED
 from . import paths
 from .accel import resolve_accel
 from .errors import BenchError, NeedsKvm
-from .guest import (CREATED, BootRequest, boot, check_accel, choose_emulator,
-                    install_signal_handlers, reap, running_bench_domains)
+from .guest import (BootRequest, boot, check_accel, choose_emulator, clear_stale,
+                    install_signal_handlers, reap_survivors)
 from .hosts import DEFAULT_URI, HostPool
 from .libvirtconn import connect
 from .record import BootRecord
@@ -173,14 +173,8 @@ def main(argv: list[str]) -> int:
     pool = HostPool(args.libvirt_uri, args.jobs_per_host, args.libvirt_pool)
     conn = pool.first.conn
     install_signal_handlers()
-    for host in pool.hosts:
-        stale = running_bench_domains(host.conn)
-        if stale and args.reap:
-            reap(host.conn, stale)
-            progress(f"destroyed {len(stale)} stale domain(s) on {host.uri}: {' '.join(stale)}")
-        elif stale:
-            progress(f"{len(stale)} bench domain(s) from another run are running on "
-                     f"{host.uri} ({' '.join(stale)}); destroy them with --reap")
+    for line in clear_stale(pool.hosts, args.reap):
+        progress(line)
     if len(pool.hosts) > 1 or args.jobs_per_host > 1:
         progress(f"{pool.slots} boot(s) at a time: " + ", ".join(
             f"{h.uri} ({h.jobs}, {'local files' if h.shares_files else 'uploads and streams'})"
@@ -269,9 +263,7 @@ def main(argv: list[str]) -> int:
                     INTERRUPTED.set()
                     for future in futures:
                         future.cancel()
-                    for host in pool.hosts:
-                        reap(host.conn, [n for n in CREATED
-                                         if n in running_bench_domains(host.conn)])
+                    reap_survivors(pool.hosts)
                     raise
             for cell, n, _ in jobs:
                 if (id(cell), n) in results:
