@@ -3,7 +3,8 @@
 synic: a bare-metal guest with QEMU's hyperv-testdev checks message delivery, EOM
 re-delivery of a message that found its slot busy, HvSignalEvent, synthetic timer 0
 in message mode, the reference TSC page against the time reference counter and a
-direct-mode timer's vector and period. reboot: SynIC resets with live VMBus routes.
+direct-mode timer's vector and period, and that all of it carries on after the
+running guest is saved to a file and restored in a new QEMU. reboot: SynIC resets with live VMBus routes.
 Bad hv-* flag combinations are refused with one error line, not an abort.
 """
 from __future__ import annotations

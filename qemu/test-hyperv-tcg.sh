@@ -31,6 +31,12 @@
 #     reference counter);
 #   - synthetic timer 1 in direct mode (hv-stimer-direct: interrupts on its
 #     vector, its period, no message);
+#   - save and restore with both timers running: the guest says "save now",
+#     this script migrates QEMU to a file over QMP (python3) and restores it in
+#     a second QEMU (-incoming), whose extra fw_cfg file tells the guest where
+#     it runs. There the Hyper-V MSRs read as saved, reference time never went
+#     back, both timers fire, hypercalls and messages work and the TSC page
+#     agrees with the reference counter; the rest of the test runs there;
 #   - a second vCPU (INIT-SIPI-SIPI): VP index 1, its own timer delivering to
 #     its own SynIC and not the BSP's, and HvPostMessage across vCPUs both ways;
 #     INIT again keeps its SynIC and timers; then it is unplugged (ACPI CPU
@@ -106,16 +112,80 @@ test_synic() {
 			-o "$elf" "$work/boot.o" "$work/synic-test.o" \
 		|| die "building $elf failed (needs gcc with -m32 code generation and binutils)"
 
-	step "running it (console: $log)"
-	timeout -k "$kill_after_s" "$timeout_s" "${qemu_base[@]}" -no-reboot -M pc -smp 2 -m 64 \
-		-cpu qemu64,hv-vpindex,hv-synic,hv-time,hv-stimer,hv-stimer-direct,hv-runtime,+invtsc \
-		-device hyperv-testdev -device isa-debug-exit,iobase=0xf4,iosize=4 \
-		-serial "file:$log" -kernel "$elf" 2>"$work/synic-test.stderr" || rc=$?
+	local synic_args=(-no-reboot -M pc -smp 2 -m 64
+		-cpu qemu64,hv-vpindex,hv-synic,hv-time,hv-stimer,hv-stimer-direct,hv-runtime,+invtsc
+		-device hyperv-testdev -device isa-debug-exit,iobase=0xf4,iosize=4 -kernel "$elf")
+	local qmp=$work/synic-test.qmp state=$work/synic-test.vmstate
+	local restored_log=$work/synic-test-restored.console pid saved=no
+
+	# The guest says "save now" halfway: this QEMU is then migrated to a file
+	# and a second one restores it (-incoming) with the fw_cfg file that tells
+	# the guest it runs there; the rest of the test runs in the second QEMU.
+	step "running it (console: $log, after the restore: $restored_log)"
+	rm -f "$qmp" "$state" "$log" "$restored_log"
+	timeout -k "$kill_after_s" "$timeout_s" "${qemu_base[@]}" "${synic_args[@]}" \
+		-qmp "unix:$qmp,server=on,wait=off" -serial "file:$log" \
+		2>"$work/synic-test.stderr" &
+	pid=$!
+	while kill -0 "$pid" 2>/dev/null && ! grep -qs 'SYNIC-TEST: save now' "$log"; do
+		sleep 0.2
+	done
+	if kill -0 "$pid" 2>/dev/null; then
+		step "saving the running guest to $state"
+		qmp_save "$qmp" "$state" >&2 && saved=yes
+	fi
+	wait "$pid" || rc=$?
+	if [ "$saved" = yes ]; then
+		rc=0
+		step "restoring it in a new QEMU"
+		timeout -k "$kill_after_s" "$timeout_s" "${qemu_base[@]}" "${synic_args[@]}" \
+			-fw_cfg name=opt/synic-test/restored,string=1 -incoming "exec:cat $state" \
+			-serial "file:$restored_log" 2>"$work/synic-test-restored.stderr" || rc=$?
+		sed -i 's/\r$//' "$restored_log"
+	fi
 	sed -i 's/\r$//' "$log"
-	grep 'SYNIC-TEST: \(ok\|FAIL\)' "$log" | sed 's/^/    /' || true
+	cat "$log" "$restored_log" 2>/dev/null | grep 'SYNIC-TEST: \(ok\|FAIL\)' | sed 's/^/    /' || true
+	check "$(ok_if [ "$saved" = yes ])" "synic: the guest was saved while it ran (QMP migrate to a file)"
 	# isa-debug-exit: guest code 0 -> status 1
 	check "$(ok_if [ "$rc" = 1 ])" "synic: guest exited with its pass code (QEMU status $rc, want 1)"
-	check "$(ok_if grep -q 'SYNIC-TEST: PASS' "$log")" "synic: all guest checks passed"
+	check "$(ok_if grep -qs 'SYNIC-TEST: PASS' "$restored_log")" \
+		"synic: all guest checks passed, the last ones in the restored QEMU"
+}
+
+# qmp_save SOCKET FILE: migrate the running guest of the QEMU at the QMP
+# SOCKET to FILE (what virsh save does), then quit that QEMU. Exits 1 when the
+# migration fails or takes over a minute.
+qmp_save() {
+	/usr/bin/python3 - "$1" "$2" <<-'EOF'
+	import json, shlex, socket, sys, time
+
+	sock = socket.socket(socket.AF_UNIX)
+	sock.settimeout(60)
+	sock.connect(sys.argv[1])
+	stream = sock.makefile("rw")
+
+	def command(name, **arguments):
+	    stream.write(json.dumps({"execute": name, "arguments": arguments}) + "\n")
+	    stream.flush()
+	    while True:  # skip events up to the reply
+	        reply = json.loads(stream.readline())
+	        if "error" in reply:
+	            sys.exit(f"qmp_save: {name}: {reply['error'].get('desc')}")
+	        if "return" in reply:
+	            return reply["return"]
+
+	json.loads(stream.readline())  # the greeting
+	command("qmp_capabilities")
+	command("migrate", uri="exec:cat > " + shlex.quote(sys.argv[2]))
+	deadline = time.monotonic() + 60
+	while (status := command("query-migrate").get("status")) not in ("completed", "failed"):
+	    if time.monotonic() > deadline:
+	        sys.exit(f"qmp_save: migration still '{status}' after 60 s")
+	    time.sleep(0.1)
+	if status != "completed":
+	    sys.exit("qmp_save: migration failed")
+	command("quit")
+	EOF
 }
 
 linux_cpu=qemu64,-rdrand,hv-relaxed,hv-spinlocks=0x1fff,hv-vpindex,hv-runtime,hv-synic,hv-stimer,hv-time,hv-frequencies

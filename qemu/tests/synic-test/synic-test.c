@@ -10,9 +10,10 @@
  * in its slot, raised on unmask), SINT auto-EOI, #GP and #UD cases (VMCALL at
  * CPL 3, and in a nested SVM guest), HvSignalEvent, the periodic
  * synthetic timer 0 in message mode, the reference TSC page against the
- * time reference counter, and synthetic timer 1 in direct mode (its
- * period and that it posts no message). Output goes to COM1; the result
- * is the QEMU exit status (1: pass, 3: fail).
+ * time reference counter, synthetic timer 1 in direct mode (its period
+ * and that it posts no message), a save and restore into a new QEMU
+ * process with both timers running, a second vCPU, and long mode. Output
+ * goes to COM1; the result is the QEMU exit status (1: pass, 3: fail).
  */
 #include <stdint.h>
 
@@ -29,6 +30,8 @@
 #define HV_X64_MSR_SINT0            0x40000090
 #define HV_X64_MSR_STIMER0_CONFIG   0x400000B0
 #define HV_X64_MSR_STIMER0_COUNT    0x400000B1
+#define HV_X64_MSR_STIMER1_CONFIG   0x400000B2
+#define HV_X64_MSR_STIMER1_COUNT    0x400000B3
 
 /* the AP's real-mode start (a page below 1 MiB, clear of the multiboot info) */
 #define AP_TRAMPOLINE   0x7000
@@ -46,6 +49,8 @@
 #define AP_SIEFP_PAGE   0x206000
 #define AP_INPUT_PAGE   0x207000
 
+/* how long the guest waits to be saved and restored: 60 s of reference time */
+#define SAVE_RESTORE_WAIT   600000000ull
 #define MSG_SINT        2
 #define EVT_SINT        3
 #define TIMER_SINT      4
@@ -118,6 +123,11 @@ static inline uint8_t inb(uint16_t port)
     uint8_t v;
     __asm__ volatile("inb %1, %0" : "=a"(v) : "Nd"(port));
     return v;
+}
+
+static inline void outw(uint16_t port, uint16_t v)
+{
+    __asm__ volatile("outw %0, %1" : : "a"(v), "Nd"(port));
 }
 
 static inline uint64_t rdmsr(uint32_t msr)
@@ -270,6 +280,35 @@ static uint64_t hypercall(uint64_t control, uint64_t input, uint64_t output)
     return (uint64_t)edx << 32 | eax;
 }
 
+/*
+ * The reference TSC page's time (TSC * scale >> 64 + offset) lies between
+ * two reads of the time reference counter, 100 times in a row; the first
+ * miss is printed.
+ */
+static int tsc_page_in_range(void)
+{
+    struct hv_ref_tsc_page *pg = (struct hv_ref_tsc_page *)TSC_PAGE;
+    uint64_t r0, r1, page_ref;
+    int i;
+
+    for (i = 0; i < 100; i++) {
+        r0 = ref_time();
+        page_ref = mul_hi64(rdtsc(), pg->scale) + pg->offset;
+        r1 = ref_time();
+        if (page_ref < r0 || page_ref > r1) {
+            puts_serial("SYNIC-TEST: page ");
+            puthex(page_ref);
+            puts_serial(" MSR ");
+            puthex(r0);
+            puts_serial("..");
+            puthex(r1);
+            puts_serial("\n");
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* HvPostMessage's input: a 16-byte payload of `fill` to connection `conn` */
 static void post_input(uint32_t page, uint32_t conn, uint32_t type, char fill)
 {
@@ -297,6 +336,58 @@ static uint16_t post_message(uint32_t type, char fill)
         /* 0x13: HV_STATUS_INSUFFICIENT_BUFFERS, previous one in flight */
     } while (status == 0x13 && ref_time() < deadline);
     return status;
+}
+
+/*
+ * QEMU's firmware configuration device (fw_cfg, I/O ports): the QEMU that
+ * restores the guest in the save/restore check is started with one file
+ * more than the one that saved it, and that file tells the guest it now
+ * runs in the restored QEMU. fw_cfg's contents are the command line's, not
+ * migrated state.
+ */
+#define FW_CFG_PORT_SEL     0x510
+#define FW_CFG_PORT_DATA    0x511
+#define FW_CFG_FILE_DIR     0x19
+#define FW_CFG_NAME_LEN     56      /* an entry: size, select, reserved, name */
+#define FW_CFG_MAX_FILES    256     /* more is a garbled read, not a directory */
+#define RESTORED_FILE       "opt/synic-test/restored"
+
+static uint32_t fw_cfg_read_be32(void)
+{
+    uint32_t v = 0;
+    int i;
+
+    for (i = 0; i < 4; i++) {
+        v = v << 8 | inb(FW_CFG_PORT_DATA);
+    }
+    return v;
+}
+
+/* is `name` in fw_cfg's file directory? */
+static int fw_cfg_has_file(const char *name)
+{
+    char entry[FW_CFG_NAME_LEN];
+    uint32_t files, f;
+    int i;
+
+    outw(FW_CFG_PORT_SEL, FW_CFG_FILE_DIR);
+    files = fw_cfg_read_be32();
+    if (files > FW_CFG_MAX_FILES) {
+        return 0;
+    }
+    for (f = 0; f < files; f++) {
+        fw_cfg_read_be32();                     /* size */
+        fw_cfg_read_be32();                     /* select, reserved */
+        for (i = 0; i < FW_CFG_NAME_LEN; i++) {
+            entry[i] = inb(FW_CFG_PORT_DATA);
+        }
+        for (i = 0; i < FW_CFG_NAME_LEN && entry[i] == name[i] && name[i]; i++) {
+        }
+        if (i < FW_CFG_NAME_LEN && entry[i] == name[i]) {
+            return 1;                           /* both ended together */
+        }
+    }
+    return 0;
 }
 
 void isr_handler(uint32_t vector);
@@ -986,8 +1077,6 @@ void main(void)
     /* reference TSC page: scale and offset against the time ref counter */
     {
         struct hv_ref_tsc_page *pg = (struct hv_ref_tsc_page *)TSC_PAGE;
-        uint64_t r0, r1, page_ref;
-        int in_range = 1;
 
         cpuid(0x40000003, &a, &b, &c, &d);
         check(a & (1 << 9), "CPUID 0x40000003.EAX: reference TSC page");
@@ -996,36 +1085,20 @@ void main(void)
               "reference TSC MSR reads back");
         check(pg->sequence != 0 && pg->sequence != 0xffffffff && pg->scale,
               "reference TSC page: valid sequence and a scale");
-        for (b = 0; b < 100; b++) {
-            r0 = ref_time();
-            page_ref = mul_hi64(rdtsc(), pg->scale) + pg->offset;
-            r1 = ref_time();
-            if (page_ref < r0 || page_ref > r1) {
-                in_range = 0;
-                puts_serial("SYNIC-TEST: page ");
-                puthex(page_ref);
-                puts_serial(" MSR ");
-                puthex(r0);
-                puts_serial("..");
-                puthex(r1);
-                puts_serial("\n");
-                break;
-            }
-        }
-        check(in_range, "reference TSC page time lies between two reads of "
-              "the time reference counter (100 reads)");
+        check(tsc_page_in_range(), "reference TSC page time lies between two "
+              "reads of the time reference counter (100 reads)");
     }
 
     /* synthetic timer 1, direct mode, periodic 1ms on DIRECT_VECTOR */
     cpuid(0x40000003, &a, &b, &c, &d);
     check(d & (1 << 19), "CPUID 0x40000003.EDX: stimer direct mode");
     a = timer_msgs;
-    wrmsr(HV_X64_MSR_STIMER0_COUNT + 2, 10000);
-    wrmsr(HV_X64_MSR_STIMER0_CONFIG + 2,
+    wrmsr(HV_X64_MSR_STIMER1_COUNT, 10000);
+    wrmsr(HV_X64_MSR_STIMER1_CONFIG,
           1 << 12 | DIRECT_VECTOR << 4 | 2 | 1);
     check(wait_count(&irq_count[DIRECT_VECTOR], 21), "stimer1 direct: 21 "
           "periodic interrupts on its vector");
-    wrmsr(HV_X64_MSR_STIMER0_CONFIG + 2, 0);
+    wrmsr(HV_X64_MSR_STIMER1_CONFIG, 0);
     /*
      * The period: 20 of them take at least 19.5 ms of reference time (the
      * first interrupt may be late), and some two interrupts came less than
@@ -1039,6 +1112,95 @@ void main(void)
           "1.5 ms");
     check(timer_msgs == a && msg_page[TIMER_SINT].type == 0,
           "stimer1 direct: no timer message posted");
+
+    /*
+     * Save and restore, as virsh save/restore and migration do it: once the
+     * guest says "save now", the test script migrates this QEMU to a file
+     * (QMP "migrate") and a new QEMU process restores it (-incoming) with
+     * RESTORED_FILE in fw_cfg. Both timers run across it, message-mode
+     * stimer0 and direct-mode stimer1, 1 ms periodic. In the restored QEMU
+     * the Hyper-V MSRs read as they did, the reference time never went back,
+     * both timers fire again, the hypercall page still works, a message
+     * reaches the SINT2 slot (the SynIC's pages are mapped again) and the
+     * TSC page still agrees with the time reference counter.
+     */
+    {
+        static const uint32_t kept_msrs[] = {
+            HV_X64_MSR_GUEST_OS_ID, HV_X64_MSR_HYPERCALL, HV_X64_MSR_SCONTROL,
+            HV_X64_MSR_SIEFP, HV_X64_MSR_SIMP, HV_X64_MSR_SINT0 + MSG_SINT,
+            HV_X64_MSR_SINT0 + TIMER_SINT, HV_X64_MSR_STIMER0_CONFIG,
+            HV_X64_MSR_STIMER0_COUNT, HV_X64_MSR_STIMER1_CONFIG,
+            HV_X64_MSR_STIMER1_COUNT, HV_X64_MSR_REFERENCE_TSC,
+        };
+        enum { KEPT_MSRS = sizeof(kept_msrs) / sizeof(kept_msrs[0]) };
+        uint64_t saved[KEPT_MSRS], now, last, deadline;
+        int restored = 0, went_back = 0, changed = 0, i;
+
+        wrmsr(HV_X64_MSR_STIMER0_COUNT, 10000);
+        wrmsr(HV_X64_MSR_STIMER0_CONFIG, (uint64_t)TIMER_SINT << 16 | 2 | 1);
+        wrmsr(HV_X64_MSR_STIMER1_COUNT, 10000);
+        wrmsr(HV_X64_MSR_STIMER1_CONFIG, 1 << 12 | DIRECT_VECTOR << 4 | 2 | 1);
+        for (i = 0; i < KEPT_MSRS; i++) {
+            saved[i] = rdmsr(kept_msrs[i]);
+        }
+        puts_serial("SYNIC-TEST: save now\n");
+        last = ref_time();
+        deadline = last + SAVE_RESTORE_WAIT;
+        while (!restored && last < deadline) {
+            restored = fw_cfg_has_file(RESTORED_FILE);
+            now = ref_time();
+            went_back |= now < last;
+            last = now;
+        }
+        check(restored, "save/restore: the guest runs on in the restoring QEMU");
+        if (restored) {
+            for (i = 0; i < KEPT_MSRS; i++) {
+                now = rdmsr(kept_msrs[i]);
+                if (now != saved[i]) {
+                    changed++;
+                    puts_serial("SYNIC-TEST: MSR ");
+                    puthex(kept_msrs[i]);
+                    puts_serial(" was ");
+                    puthex(saved[i]);
+                    puts_serial(" is ");
+                    puthex(now);
+                    puts_serial("\n");
+                }
+            }
+            check(!changed, "save/restore: the hypercall, SynIC, timer and "
+                  "TSC page MSRs read as they were saved");
+            check(!went_back && ref_time() >= last, "save/restore: the "
+                  "reference time never went back");
+            a = timer_msgs;
+            b = irq_count[DIRECT_VECTOR];
+            check(wait_count(&timer_msgs, a + 20), "save/restore: stimer0 "
+                  "(message mode) delivers 20 more expiry messages");
+            check(wait_count(&irq_count[DIRECT_VECTOR], b + 20), "save/restore: "
+                  "stimer1 (direct mode) raises 20 more interrupts");
+            status = hypercall(0x0099, 0, 0);
+            check((status & 0xffff) == 2, "save/restore: the hypercall page "
+                  "still makes hypercalls (unknown one: invalid code)");
+            /*
+             * hyperv-testdev, the host side of the connections, keeps no
+             * migrated state (as in stock QEMU): connect again
+             */
+            outl(TESTDEV_PORT, MSG_CONN << 24 | TESTDEV_MSG_CONN_CREATE << 16 |
+                 0 << 8 | MSG_SINT);
+            outl(TESTDEV_PORT, EVT_CONN << 24 | TESTDEV_EVT_CONN_CREATE << 16 |
+                 0 << 8 | EVT_SINT);
+            a = irq_count[MSG_VECTOR];
+            check(post_message(0x1239, 'R') == 0 &&
+                  wait_count(&irq_count[MSG_VECTOR], a + 1) &&
+                  m->type == 0x1239 && m->payload[0] == 'R',
+                  "save/restore: HvPostMessage reaches the SINT2 slot");
+            m->type = 0;
+            wrmsr(HV_X64_MSR_EOM, 0);
+            check(tsc_page_in_range(), "save/restore: the reference TSC page "
+                  "still agrees with the time reference counter");
+        }
+        wrmsr(HV_X64_MSR_STIMER0_CONFIG, 0);
+        wrmsr(HV_X64_MSR_STIMER1_CONFIG, 0);
+    }
 
     /*
      * A second vCPU: its VP index, its own synthetic timer delivering to its own
