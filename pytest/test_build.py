@@ -2,6 +2,7 @@
 and the harness boots only a kernel built from today's inputs."""
 from __future__ import annotations
 
+import contextlib
 import difflib
 import fcntl
 import re
@@ -10,6 +11,7 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -24,6 +26,9 @@ VARIANT = "stock"
 TEST_PARENT = "crng"
 PATCHED_FILE = "drivers/char/random.c"
 MESSAGE, CHANGED = '"crng init done\\n"', '"crng init done (throwaway)\\n"'
+# A variant with a base and a fragment of its own: an option only random.c reads.
+BASE = "stock"
+BASE_OPTION = "CONFIG_RANDOM_TRUST_BOOTLOADER=y"
 # A whole tree is about 1,300 compilations (from ccache or not); one file's change
 # is a few dozen (the file, the version stamp, the boot image's own objects).
 INCREMENTAL_MAX_COMPILATIONS = 100
@@ -78,6 +83,39 @@ def test_build_flavour_is_part_of_the_inputs() -> None:
         inputs_fingerprint(f"{VARIANT}+nosuch")
 
 
+@contextlib.contextmanager
+def throwaway_variant(files: dict[str, str], fragment: str = "") -> Iterator[tuple[str, Path]]:
+    """A variant that exists for one test: its kernel/patches/ files, an optional
+    config fragment; yields its name and build folder, and removes all three."""
+    name = f"throwaway-{secrets.token_hex(3)}"
+    folder = paths.KERNEL_DIR / "patches" / name
+    config = paths.KERNEL_DIR / "configs" / f"{name}.config"
+    out = paths.BUILD_DIR / "kernel" / name
+    folder.mkdir()
+    try:
+        for file_name, text in files.items():
+            (folder / file_name).write_text(text)
+        if fragment:
+            config.write_text(fragment)
+        yield name, out
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+        config.unlink(missing_ok=True)
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def build_on_overlay(name: str, lower: str) -> str:
+    """kernel/build.sh NAME, which must build on an overlay of LOWER's tree (a skip
+    where this machine cannot mount one): its progress output."""
+    built = subprocess.run([str(paths.KERNEL_DIR / "build.sh"), name], capture_output=True,
+                           text=True, timeout=1200)
+    assert built.returncode == 0, built.stderr
+    if "cannot mount an overlay" in built.stderr:
+        pytest.skip(f"no overlay mount on this machine: {built.stderr}")
+    assert f"an overlay on the built tree of '{lower}'" in built.stderr, built.stderr
+    return built.stderr
+
+
 def test_build_test_variant_builds_on_its_parents_tree() -> None:
     """A variant with patches but no config fragment of its own is built on an
     overlay of its parent's built tree: only what its patch touches is compiled,
@@ -90,27 +128,40 @@ def test_build_test_variant_builds_on_its_parents_tree() -> None:
         original.splitlines(keepends=True),
         original.replace(MESSAGE, CHANGED, 1).splitlines(keepends=True),
         f"a/{PATCHED_FILE}", f"b/{PATCHED_FILE}"))
-    name = f"throwaway-{secrets.token_hex(3)}"
-    folder = paths.KERNEL_DIR / "patches" / name
-    out = paths.BUILD_DIR / "kernel" / name
-    folder.mkdir()
-    try:
-        (folder / "0001-throwaway.patch").write_text(patch)
-        (folder / "series").write_text("0001-throwaway.patch\n")
-        (folder / "parent").write_text(f"{TEST_PARENT}\n")
-        built = subprocess.run([str(paths.KERNEL_DIR / "build.sh"), name], capture_output=True,
-                               text=True, timeout=1200)
-        assert built.returncode == 0, built.stderr
-        if "cannot mount an overlay" in built.stderr:
-            pytest.skip(f"no overlay mount on this machine: {built.stderr}")
-        assert f"an overlay on the built tree of '{TEST_PARENT}'" in built.stderr, built.stderr
+    with throwaway_variant({"0001-throwaway.patch": patch, "series": "0001-throwaway.patch\n",
+                            "parent": f"{TEST_PARENT}\n"}) as (name, out):
+        progress = build_on_overlay(name, TEST_PARENT)
         log = (out / "build.log").read_text()
-        stats = re.search(r"ccache hits \d+ / (\d+) compilations", built.stderr)
+        stats = re.search(r"ccache hits \d+ / (\d+) compilations", progress)
         compiled = int(stats.group(1)) if stats else len(re.findall(r"^\s+CC\s", log, re.M))
         assert 0 < compiled <= INCREMENTAL_MAX_COMPILATIONS, (
             f"{compiled} compilations for a one-file change ({out / 'build.log'})")
         assert (out / "config").read_text() == (parent_out / "config").read_text()
         assert (out / "bzImage").read_bytes() != (parent_out / "bzImage").read_bytes()
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-        shutil.rmtree(out, ignore_errors=True)
+
+
+def test_build_variant_with_base_builds_on_the_base_tree() -> None:
+    """A variant that names a base (as crng and lrng name stock) is built on an
+    overlay of the base's built tree with its own configuration: kbuild compiles
+    only what its options touch, the base's tree is left as it was, and the
+    variant's flattened tree holds its own objects."""
+    base_out = paths.BUILD_DIR / "kernel" / BASE
+    variant_kernel(BASE)                   # built from today's inputs, or BadKernel
+    base_object = base_out / "linux" / PATCHED_FILE.replace(".c", ".o")
+    base_stamp = (base_object.stat().st_mtime_ns,
+                  (base_out / "linux" / ".bench-fingerprint").read_text())
+    with throwaway_variant({"series": "", "base": f"{BASE}\n"},
+                           fragment=f"{BASE_OPTION}\n") as (name, out):
+        build_on_overlay(name, BASE)
+        # Kconfig's compiler probes count as ccache compilations: count kbuild's CCs.
+        compiled = len(re.findall(r"^\s+CC\s", (out / "build.log").read_text(), re.M))
+        assert 0 < compiled <= INCREMENTAL_MAX_COMPILATIONS, (
+            f"{compiled} compilations for one option's change ({out / 'build.log'})")
+        assert BASE_OPTION in (out / "config").read_text().splitlines()
+        assert BASE_OPTION not in (base_out / "config").read_text().splitlines()
+        own_object = out / "linux" / PATCHED_FILE.replace(".c", ".o")
+        assert own_object.stat().st_ino != base_object.stat().st_ino, \
+            f"{own_object} is the base's file, not rebuilt"
+        assert (base_object.stat().st_mtime_ns,
+                (base_out / "linux" / ".bench-fingerprint").read_text()) == base_stamp, \
+            f"building '{name}' changed the base's tree {base_out / 'linux'}"
