@@ -250,12 +250,9 @@ built_tree() {
 # the build removed; an opaque directory (trusted.overlay.opaque) hides LOWER's.
 flatten() {
 	local lower=$1 upper=$2 dest=$3 path
+	local -a hidden
 
-	cp -al "$lower" "$dest"
-	rm -f "$dest/.bench-fingerprint"
-	while IFS= read -r -d '' path; do
-		rm -rf "${dest:?}/$path"
-	done < <(cd "$upper" && /usr/bin/python3 -c '
+	mapfile -d '' -t hidden < <(cd "$upper" && /usr/bin/python3 -c '
 import os, stat, sys
 for top, dirs, files in os.walk("."):
     for name in dirs + files:
@@ -268,8 +265,14 @@ for top, dirs, files in os.walk("."):
         if stat.S_ISCHR(mode) or opaque:
             sys.stdout.write(path + "\0")
 ')
+	cp -al "$lower" "$dest"
+	rm -f "$dest/.bench-fingerprint"
+	for path in "${hidden[@]}"; do rm -rf "${dest:?}/$path"; done
 	cp -a --remove-destination "$upper/." "$dest/"
-	(cd "$upper" && find . -type c -print0) | (cd "$dest" && xargs -0 -r rm -f)
+	# the whiteouts came along as device nodes: the files stay removed
+	for path in "${hidden[@]}"; do
+		if [ -c "$upper/$path" ]; then rm -f "$dest/$path"; fi
+	done
 }
 
 # A variant with a parent, patches of its own and no config fragment of its own
