@@ -32,7 +32,7 @@ CHILD_TIMEOUT_S = 900
 # compare carry both outcomes.
 BUDGETS = "[ready_s]\ntcg-virtio-rng = 120.0\ntcg-quiet = 0.001\n"
 MATRIX = ["--variant", "stock", "--profile", "tcg-virtio-rng", "--profile", "tcg-quiet",
-          "--boots", "2", "--no-entropy", "--no-build", "--accel", "tcg", "--cap", "60"]
+          "--boots", "2", "--no-entropy", "--no-clones", "--no-build", "--accel", "tcg", "--cap", "60"]
 
 
 @pytest.fixture(scope="module")

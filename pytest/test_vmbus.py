@@ -13,25 +13,20 @@ is the negative control, in both modes.
 """
 from __future__ import annotations
 
-import contextlib
-
 import functools
-import secrets
 import time
 
-import libvirt
 import pytest
 
 from benchlib import measure
 from benchlib.credit import CREDIT_RULES, CreditRule
 from benchlib.errors import NeedsKvm
-from benchlib.modules import initrd_with_modules
-from benchlib.guest import (CREATED, BootRequest, check_accel, choose_emulator,
-                            destroy_if_running, domain_type)
+from benchlib.guest import BootRequest, check_accel
 from benchlib.paths import KERNEL_DIR
 from benchlib.procfs import parse_interrupts
 from benchlib.profiles import get_profile, profiles_with
 from benchlib.record import BootRecord, kmsg_position, parse_data, read_text
+from benchlib.restore import SavedGuest
 from benchlib.variants import load
 from benchlib.vmbus import (HYP_ROW, TICK_PATHS, TSC_PAGE_CLOCKSOURCE, assert_ticks_take_path,
                             assert_vmbus_isr_feeds_rng, current_clocksource, hyp_growth,
@@ -239,21 +234,6 @@ SAVE_AFTER_S = 3
 SAVE_BOOT_DEADLINE_S = 600
 
 
-def _wait_for(predicate, deadline_s: float, what: str) -> None:
-    deadline = time.monotonic() + deadline_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {deadline_s:.0f} s waiting for {what}")
-        time.sleep(0.5)
-
-
-def _domain_gone(conn: libvirt.virConnect, name: str) -> bool:
-    try:
-        return not conn.lookupByName(name).isActive()
-    except libvirt.libvirtError:
-        return True
-
-
 @pytest.mark.parametrize("profile", PROFILES)
 def test_vmbus_save_restore_keeps_ticking(host_pool, initrd, accel, run_dir, profile: str,
                                           kernel_under_test) -> None:
@@ -270,44 +250,22 @@ def test_vmbus_save_restore_keeps_ticking(host_pool, initrd, accel, run_dir, pro
     if not host.shares_files:
         pytest.skip(f"save/restore keeps the saved image and the data log in this run's folder: "
                     f"the first --libvirt-uri must be this machine's own daemon, not {host.uri}")
-    libvirt_conn = host.conn
     under_test = kernel_under_test      # stock, or the user's kernel
     missing = under_test.missing_options(prof.caps, ["vmbus"], None)
     if missing:
         pytest.skip(under_test.skip_reason(profile, missing))
     request = BootRequest(profile=prof, variant=under_test.label, kernel=under_test.image,
                           initrd=initrd, outdir=run_dir, accel=accel, tasks=["vmbus"],
-                          params={"noise": "0", "window": str(SAVE_WINDOW_S)})
-    name = f"bench-{profile}-saverestore-{secrets.token_hex(4)}"
-    outdir = run_dir / name
-    outdir.mkdir(parents=True, exist_ok=True)
-    if under_test.modules is not None:
-        initrd = initrd_with_modules(initrd, under_test.modules, prof.caps, profile,
-                                     outdir / "initrd-with-modules.img", under_test.config)
-    console_log, data_log, image = outdir / "console.log", outdir / "data.log", outdir / "saved"
-    xml = prof.render(name=name, domain_type=domain_type(accel),
-                      emulator=str(choose_emulator(prof, accel)), kernel=str(request.kernel),
-                      initrd=str(initrd.resolve()), cmdline=request.cmdline(),
-                      console_log=str(console_log), data_log=str(data_log))
-    # The restored QEMU reopens the data channel's file: append, not truncate.
-    source = f"<source path='{data_log}'/>"
-    assert source in xml, "the profile's data channel is not a plain file source"
-    xml = xml.replace(source, f"<source path='{data_log}' append='on'/>")
-    (outdir / "domain.xml").write_text(xml)
-    CREATED.append(name)
-    with host_pool.lease(host) as _, contextlib.ExitStack() as cleanup:
-        cleanup.callback(image.unlink, missing_ok=True)
-        cleanup.callback(destroy_if_running, libvirt_conn, name)
-        # Not --autodestroy: libvirt refuses to save such a domain; destroyed below.
-        dom = libvirt_conn.createXML(xml, 0)
-        _wait_for(lambda: "@@SECTION window_open" in read_text(data_log),
-                  SAVE_BOOT_DEADLINE_S, f"the vmbus window to open ({console_log})")
+                          params={"noise": "0", "window": str(SAVE_WINDOW_S)},
+                          modules=under_test.modules, kernel_config=under_test.config)
+    with host_pool.lease(host), SavedGuest(host.conn, request, "saverestore") as guest:
+        data_log = guest.ready.data_log
+        guest.wait_for("@@SECTION window_open", SAVE_BOOT_DEADLINE_S)
         time.sleep(SAVE_AFTER_S)
-        dom.save(str(image))
-        assert _domain_gone(libvirt_conn, name)
-        libvirt_conn.restore(str(image))
-        _wait_for(lambda: "@@END kmsg" in read_text(data_log) or _domain_gone(libvirt_conn, name),
-                  SAVE_WINDOW_S + 300, f"the restored guest to finish its tasks ({console_log})")
+        image = guest.save()
+        assert guest.gone()
+        guest.restore(image)
+        guest.wait_for("@@END kmsg", SAVE_WINDOW_S + 300)
     tasks, _ = parse_data(read_text(data_log))
     assert "vmbus" in tasks and tasks["vmbus"].rc == 0, \
         f"the vmbus task did not finish after the restore: {data_log}"

@@ -217,20 +217,31 @@ def destroy_if_running(conn: libvirt.virConnect, name: str) -> None:
         pass
 
 
-def boot(conn: libvirt.virConnect, request: BootRequest, keep_failed: bool = True,
-         lease: Optional[Lease] = None) -> BootRecord:
-    """Boot once, return the record; raise BenchError (with the stage reached) on failure.
+@dataclass
+class Prepared:
+    """A boot made ready to start: its unique name, its folder, its rendered domain."""
+    name: str
+    outdir: Path
+    kernel: Path
+    cmdline: str
+    xml: str
+    console_log: Path
+    data_log: Path
+    with_modules: bool
 
-    With a lease (benchlib/hosts.py), the boot runs on the lease's host, and on a
-    host that does not share our files through uploads and streams (remote.py)."""
-    if lease is not None:
-        conn = lease.host.conn
-    streamed = lease is not None and not lease.host.shares_files
+
+def prepare(conn: libvirt.virConnect, request: BootRequest, streamed: bool = False,
+            lease: Optional[Lease] = None, kind: str = "") -> Prepared:
+    """Everything before a domain starts, for every kind of boot: the emulator, the
+    checked kernel, a unique name (profile, variant, `kind`, random suffix), the
+    boot's folder, the initramfs with the kernel's modules, uploads to a host that
+    does not share our files, the rendered domain XML (kept as domain.xml)."""
     emulator = request.emulator or choose_emulator(request.profile, request.accel)
     kernel = check_bzimage(request.kernel)
     if not request.initrd.is_file():
         raise BadKernel(f"initramfs '{request.initrd}' does not exist: run 'make fixtures'")
-    name = f"bench-{request.profile.name}-{request.variant}-{secrets.token_hex(4)}"
+    words = [request.profile.name, request.variant, kind, secrets.token_hex(4)]
+    name = DOMAIN_PREFIX + "-".join(w for w in words if w)
     outdir = request.outdir / name
     outdir.mkdir(parents=True, exist_ok=True)
     console_log, data_log = outdir / "console.log", outdir / "data.log"
@@ -253,8 +264,23 @@ def boot(conn: libvirt.virConnect, request: BootRequest, keep_failed: bool = Tru
         console_log=str(console_log), data_log=str(data_log))
     if streamed:
         xml = remote.stream_serials(xml)
+    (outdir / "domain.xml").write_text(xml)
+    return Prepared(name, outdir, kernel, cmdline, xml, console_log, data_log, with_modules)
+
+
+def boot(conn: libvirt.virConnect, request: BootRequest,
+         lease: Optional[Lease] = None) -> BootRecord:
+    """Boot once, return the record; raise BenchError (with the stage reached) on failure.
+
+    With a lease (benchlib/hosts.py), the boot runs on the lease's host, and on a
+    host that does not share our files through uploads and streams (remote.py)."""
+    if lease is not None:
+        conn = lease.host.conn
+    streamed = lease is not None and not lease.host.shares_files
+    ready = prepare(conn, request, streamed, lease)
+    name, outdir, kernel, cmdline = ready.name, ready.outdir, ready.kernel, ready.cmdline
+    console_log, data_log, with_modules = ready.console_log, ready.data_log, ready.with_modules
     xml_path = outdir / "domain.xml"
-    xml_path.write_text(xml)
 
     record = BootRecord(name=name, profile=request.profile.name, variant=request.variant,
                         kernel=str(kernel), accel=request.accel, cmdline=cmdline,

@@ -51,6 +51,9 @@ DRIVERS = (
     # The PS/2 keyboard driver is built in wherever serio is; the mouse only
     # matters to the task that counts input devices.
     DeviceDriver("input_devices", "CONFIG_MOUSE_PS2", "psmouse", needed_by=("inputs",)),
+    # No boot fails without the generation ID's driver: a kernel that lacks it is
+    # what the clone test judges ("no driver"), never a skip.
+    DeviceDriver("vm_generation_id", "CONFIG_VMGENID", "vmgenid", needed_by=()),
 )
 # cpio "newc": a 110-byte ASCII header, name and data each padded to 4 bytes.
 CPIO_MAGIC, CPIO_ALIGN = "070701", 4

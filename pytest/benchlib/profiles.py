@@ -37,6 +37,7 @@ class Capabilities:
     invariant_tsc: bool      # CPUID invtsc asked for (constant_tsc, nonstop_tsc)
     deterministic: bool      # QEMU -icount: interrupt timing follows instructions
     sint_injector: bool      # QEMU's hyperv-testdev: the guest can raise a SINT itself
+    vm_generation_id: bool   # <genid/>: a VM generation ID, new in each restored clone
 
     @property
     def interrupt_only(self) -> bool:
@@ -72,6 +73,7 @@ def _capabilities(root: ET.Element) -> Capabilities:
                           for f in root.iterfind("cpu/feature")),
         deterministic=any(a.startswith("-icount") or a.startswith("shift=") for a in qemu_args),
         sint_injector="hyperv-testdev" in qemu_args,
+        vm_generation_id=root.find("genid") is not None,
     )
 
 

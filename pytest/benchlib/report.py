@@ -19,6 +19,9 @@ IRQS = "irqs to ready"
 BLOCKED = "blocking wait (s)"
 FIRST_NONBLOCK_OK = "first GRND_NONBLOCK ok (printk)"
 HOST_DONE = "host wall: boot to done"
+# Whether two clones of one guest saved past two minutes of uptime read different
+# bytes (benchlib/clones.py): yes, no: identical for N reads, no driver.
+CLONE_SAFE = "clone-safe"
 OK = "ok"
 
 
@@ -32,6 +35,8 @@ class Cell:
     skipped: Optional[str] = None
     cap_s: Optional[float] = None       # how long boots waited for the final milestone
     budget_s: Optional[float] = None    # the profile's time-to-ready budget, if any
+    clone_safe: Optional[str] = None    # the clone case's verdict, if one ran
+    clone: Optional[dict[str, object]] = None   # its summary (benchlib/clones.py)
 
     @property
     def boots(self) -> int:
@@ -116,10 +121,13 @@ def columns(cells: list[Cell]) -> list[str]:
     present = {name for cell in cells for name in cell.samples()}
     order = [READY, *milestones, IRQS, BLOCKED, FIRST_NONBLOCK_OK, HOST_DONE]
     # A variant's milestones get their columns even where no boot reached them.
-    return [name for name in order if name in present or name in milestones]
+    found = [name for name in order if name in present or name in milestones]
+    return found + ([CLONE_SAFE] if any(c.clone_safe for c in cells) else [])
 
 
 def cell_text(cell: Cell, name: str, samples: dict[str, list[float]]) -> str:
+    if name == CLONE_SAFE:
+        return cell.clone_safe or "-"
     values = samples.get(name)
     if name == IRQS and values:
         cpus = cell.cpus_to_ready()
@@ -147,6 +155,7 @@ def as_json(cells: list[Cell], meta: dict[str, object]) -> dict[str, object]:
             "credit_rate_bits_s": cell.credit_rates(),
             "cpus_to_ready": cell.cpus_to_ready(),
             "times_s": {name: stats(v, cell.boots) for name, v in cell.samples().items()},
+            "clone_safe": cell.clone_safe, "clone": cell.clone,
             "boots": [r.summary() for r in cell.records],
         })
     return {"meta": meta, "cells": rows}
@@ -190,7 +199,11 @@ seconds since boot; milestones likewise, median [min-max] n/N boots reaching it;
 '- 0/N': never printed. irqs to ready: interrupts the RNG sampled before ready,
 from a kprobe armed at fs_initcall (earlier ones are not counted), and on how many
 CPUs. blocking wait: how long the probe's blocking getrandom() blocked
-(CLOCK_BOOTTIME). host wall: seconds since the domain was created."""
+(CLOCK_BOOTTIME). host wall: seconds since the domain was created. clone-safe: one
+guest saved past two minutes of uptime and restored twice; yes: the two clones'
+getrandom() reads after the restore share no 16-byte block; 'no: identical for N
+reads': N blocks repeated; 'no driver': the profile gives a VM generation ID but
+the kernel has no vmgenid driver (CONFIG_VMGENID)."""
 
 
 def table(cells: list[Cell]) -> str:

@@ -5,12 +5,14 @@
                           [--kernel-deb PKG.deb] [--no-build] [--dry-run]
                           [--profiles-dir DIR] [--list-profiles]
                           [--libvirt-uri URI ...] [--jobs-per-host N] [--libvirt-pool NAME]
+                          [--no-clones] [--no-throughput] [--no-entropy]
 
 Writes results/<timestamp>/: report.txt, report.html, report.json, junit.xml and one folder
 per boot with its domain XML, console log and data log. Exits 1 when a cell's
 verdict is not ok (a boot or task failed, a boot gave no data, the median time to
-ready is over the profile's budget) or a variant's getrandom() throughput is over
-its budget; 2 on bad input.
+ready is over the profile's budget, a clone check could not run) or a variant's
+getrandom() throughput is over its budget; 2 on bad input. Whether a cell is
+clone-safe is a finding, reported, not a verdict.
 """
 from __future__ import annotations
 
@@ -44,7 +46,7 @@ from .profiles import Profile, all_profiles, get_profile, use_directory
 from .report import Cell, not_ok, write
 from .userkernel import KernelUnderTest, user_kernel
 from .variants import load as load_variant, known_variants
-from . import budgets, entropy_plots, entropy_report, measure, report_html, throughput
+from . import budgets, clones, entropy_plots, entropy_report, measure, report_html, throughput
 
 # The workload of a matrix boot: the probe with a blocking reader, as an early
 # boot with one process waiting for randomness would have, then the guest stays
@@ -94,6 +96,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--no-build", action="store_true", help="use the kernels as built")
     parser.add_argument("--no-throughput", action="store_true",
                         help="skip the getrandom() throughput comparison")
+    parser.add_argument("--no-clones", action="store_true",
+                        help="skip the clone check (one guest per cell saved past two minutes "
+                             "and restored twice: the report's clone-safe column)")
     parser.add_argument("--dry-run", action="store_true", help="check the arguments and stop")
     parser.add_argument("--profiles-dir", type=Path,
                         help="read the profiles from DIR instead of vm-definitions/ (the same "
@@ -135,6 +140,52 @@ def list_profiles(profiles: list[Profile], accel: str, why: str) -> None:
         except NeedsKvm as exc:
             runs = f"no   {exc}"
         print(f"{profile.name:<{width}}  {runs}\n{'':<{width}}  {profile.description}")
+
+
+# Clone cases at once: their guests mostly wait for the late save point.
+CLONE_WORKERS = 6
+
+
+def check_clones(cells: list[Cell], kernels: dict[str, Path],
+                 users: Optional[KernelUnderTest], accel: str, conn: object,
+                 outdir: Path) -> None:
+    """The clone-safe column: per cell that ran, one guest saved past two minutes of
+    uptime and restored twice (benchlib/clones.py), CLONE_WORKERS at a time. A case
+    that could not be run is a failure of its cell."""
+    by_key = {f"{c.variant}/{c.profile}": c for c in cells if not c.skipped}
+    cases = {}
+    for key, cell in by_key.items():
+        modular = users if users is not None and cell.variant == users.label else None
+        fields = {"modules": modular.modules, "kernel_config": modular.config} if modular else {}
+        config = modular.config if modular else None
+        cases[key] = clones.CloneCase(
+            clones.clone_request(get_profile(cell.profile), cell.variant, kernels[cell.variant],
+                                 paths.initramfs(), outdir / "clones", accel, clones.LATE,
+                                 **fields),
+            clones.LATE, driver=config is None or config.get("CONFIG_VMGENID") in ("y", "m"))
+    if not cases:
+        return
+    started = time.monotonic()
+    progress(f"clone check: {len(cases)} cell(s), each one guest saved at "
+             f"{clones.LATE_SAVE_UPTIME_S} s of uptime and restored twice, {CLONE_WORKERS} at a "
+             f"time (about {clones.LATE_SAVE_UPTIME_S * -(-len(cases) // CLONE_WORKERS) / 60:.0f}"
+             " min or more)")
+    finished = 0
+
+    def done(key: str, result: object) -> None:
+        nonlocal finished
+        finished += 1
+        said = result.verdict() if isinstance(result, clones.CloneOutcome) else f"failed: {result}"
+        progress(f"[clone {finished}/{len(cases)}] {key}: {said} "
+                 f"({time.monotonic() - started:.0f} s)")
+
+    for key, result in clones.run_cases(conn, cases, CLONE_WORKERS, done).items():
+        cell = by_key[key]
+        if isinstance(result, clones.CloneOutcome):
+            cell.clone_safe, cell.clone = result.verdict(), result.summary()
+        else:
+            cell.clone_safe = "failed"
+            cell.failures.append(f"clone check: {result}")
 
 
 def main(argv: list[str]) -> int:
@@ -277,6 +328,8 @@ def main(argv: list[str]) -> int:
         cells = run_cells([plan_cell(profile, variant, kernel, MATRIX_TASKS,
                                      matrix_params(variant), trace=load_variant(variant).trace)
                            for profile in profiles for variant, kernel in kernels.items()])
+        if not args.no_clones:
+            check_clones(cells, kernels, users, accel, conn, outdir)
         bench_rows: list[dict[str, object]] = []
         if len(kernels) > 1 and not args.no_throughput:
             # One boot per variant in turn, so that a change in host load over the

@@ -45,6 +45,8 @@ class Variant:
     milestones: dict[str, str]       # milestone name -> regular expression
     parent: Optional[str] = None
     also_ready: tuple[str, ...] = ()  # later milestones that are ready too (skipped states)
+    # fixtures/trace-NAME for the clone test: the generation ID's path and the reseeds
+    clone_trace: str = "clone-stock"
 
     @property
     def ready_milestones(self) -> list[str]:
@@ -117,7 +119,8 @@ def load(name: str) -> Variant:
                    ready=str(data["ready"]), final=str(data["final"]),
                    trace=str(data["trace"]), credit_rule=str(data["credit_rule"]),
                    milestones=milestones, parent=data.get("parent"),  # type: ignore[arg-type]
-                   also_ready=also_ready)
+                   also_ready=also_ready,
+                   clone_trace=str(data.get("clone_trace", "clone-stock")))
 
 
 def all_names() -> list[str]:

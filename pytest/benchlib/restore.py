@@ -1,0 +1,200 @@
+"""Guests that are saved and restored: one saved image, restored once or several times.
+
+A restored guest is a second kind of boot: the guest goes on from where it was
+saved, in a new QEMU process. `SavedGuest` starts one from a BootRequest, prepared
+as every boot is (guest.prepare: name, folder, initramfs with modules, domain XML),
+but without autodestroy (libvirt refuses to save such a domain). It waits for a
+line on the data channel, saves the guest to a file in the boot's folder, and
+restores that file as often as asked:
+
+  - in place (`restore()`): the same domain, the same logs, the data log appended;
+  - as a clone (`restore_clone()`): the same domain with logs of its own, one clone
+    after another. libvirt's own way: the saved image's XML (saveImageGetXMLDesc)
+    with only the logs' paths changed, given to restoreFlags. libvirt refuses a
+    restore whose name, UUID or generation ID differ from the saved domain's (its
+    ABI check), so one daemon runs the clones of one image in turn, never at once;
+    and it gives the domain a new generation ID at each restore where the domain
+    was defined with an empty `<genid/>` (checked: `genid()` reads it back).
+
+Every domain it created is destroyed and every saved image deleted on leaving the
+`with` block, pass or fail; the logs stay. A failed step is a one-line BenchError
+naming the step and the domain.
+"""
+from __future__ import annotations
+
+import shutil
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+import libvirt
+
+from .console import INTERRUPTED
+from .errors import BenchError
+from .guest import CREATED, BootRequest, Prepared, destroy_if_running, prepare
+from .record import read_text
+
+# How often the host looks at a data log it waits on.
+POLL_S = 0.1
+# Space a saved image needs beyond the guest's RAM (device state, headers).
+SAVE_SLACK_BYTES = 64 << 20
+
+
+class RestoreFailed(BenchError):
+    """A save or restore step failed: the message names the step and the domain."""
+
+
+@dataclass
+class Restored:
+    """One restored domain and its own logs."""
+    name: str
+    console_log: Path
+    data_log: Path
+    dom: libvirt.virDomain
+
+    def gone(self) -> bool:
+        try:
+            return not self.dom.isActive()
+        except libvirt.libvirtError:
+            return True
+
+
+def clone_xml(saved_xml: str, console_log: Path, data_log: Path) -> str:
+    """The saved image's domain XML with the clone's own console and data logs:
+    nothing else may change (see above)."""
+    ET.register_namespace("qemu", "http://libvirt.org/schemas/domain/qemu/1.0")
+    root = ET.fromstring(saved_xml)
+    for serial in root.findall("devices/serial"):
+        target = serial.find("target")
+        port = target.get("port") if target is not None else None
+        log, source = serial.find("log"), serial.find("source")
+        if port == "0" and log is not None:
+            log.set("file", str(console_log))
+        elif port == "1" and source is not None:
+            source.set("path", str(data_log))
+            source.set("append", "off")
+    return ET.tostring(root, encoding="unicode")
+
+
+def genid(dom: libvirt.virDomain) -> Optional[str]:
+    """The running domain's VM generation ID, or None if it has none."""
+    return ET.fromstring(dom.XMLDesc(0)).findtext("genid")
+
+
+class SavedGuest:
+    """`with SavedGuest(conn, request, kind) as guest:` a guest to save and restore."""
+
+    def __init__(self, conn: libvirt.virConnect, request: BootRequest, kind: str) -> None:
+        self.conn = conn
+        self.request = request
+        self.kind = kind
+        self.prepared: Optional[Prepared] = None
+        self.dom: Optional[libvirt.virDomain] = None
+        self.images: list[Path] = []
+        self.domains: list[str] = []
+
+    @property
+    def ready(self) -> Prepared:
+        assert self.prepared is not None, "SavedGuest used outside its with block"
+        return self.prepared
+
+    def __enter__(self) -> "SavedGuest":
+        self.prepared = prepare(self.conn, self.request, kind=self.kind)
+        xml = self.prepared.xml
+        # A restored QEMU reopens the data channel's file: append, never truncate.
+        source = f"<source path='{self.prepared.data_log}'/>"
+        if source not in xml:
+            raise RestoreFailed(f"profile '{self.request.profile.name}': its data channel is "
+                                "not a plain file source, which save/restore needs")
+        xml = xml.replace(source, f"<source path='{self.prepared.data_log}' append='on'/>")
+        (self.prepared.outdir / "domain.xml").write_text(xml)
+        self.domains.append(self.prepared.name)
+        CREATED.append(self.prepared.name)
+        try:
+            self.dom = self.conn.createXML(xml, 0)
+        except libvirt.libvirtError as exc:
+            self.__exit__(None, None, None)
+            raise RestoreFailed(f"start {self.prepared.name}: {exc.get_error_message()}") from None
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        for name in self.domains:
+            destroy_if_running(self.conn, name)
+        for image in self.images:
+            image.unlink(missing_ok=True)
+
+    def wait_for(self, text: str, deadline_s: float, log: Optional[Path] = None,
+                 gone: Optional[Callable[[], bool]] = None) -> None:
+        """Wait until `text` is in the data log (this guest's, or `log`); RestoreFailed
+        naming what was awaited if the deadline passes or the domain ends first."""
+        log = log or self.ready.data_log
+        is_gone = gone or self.gone
+        deadline = time.monotonic() + deadline_s
+        while text not in read_text(log):
+            if INTERRUPTED.is_set():
+                raise RestoreFailed(f"{log.parent.name}: interrupted while waiting for '{text}'")
+            if is_gone():
+                if text in read_text(log):
+                    return
+                raise RestoreFailed(f"{log.parent.name}: the guest ended before '{text}' "
+                                    f"appeared in {log}")
+            if time.monotonic() > deadline:
+                raise RestoreFailed(f"{log.parent.name}: no '{text}' in {log} within "
+                                    f"{deadline_s:.0f} s")
+            time.sleep(POLL_S)
+
+    def gone(self) -> bool:
+        try:
+            return self.dom is None or not self.dom.isActive()
+        except libvirt.libvirtError:
+            return True
+
+    def save(self, label: str = "saved") -> Path:
+        """Save the running guest to a file in its folder (the domain ends)."""
+        assert self.dom is not None
+        image = self.ready.outdir / label
+        need = self.dom.info()[1] * 1024 + SAVE_SLACK_BYTES
+        free = shutil.disk_usage(self.ready.outdir).free
+        if free < need:
+            raise RestoreFailed(f"save {self.ready.name}: {free >> 20} MiB free in "
+                                f"{self.ready.outdir}, the image needs up to {need >> 20} MiB")
+        self.images.append(image)
+        try:
+            self.dom.save(str(image))
+        except libvirt.libvirtError as exc:
+            raise RestoreFailed(f"save {self.ready.name} to {image}: "
+                                f"{exc.get_error_message()}") from None
+        return image
+
+    def restore(self, image: Path) -> None:
+        """Restore the saved image in place: the same domain and logs."""
+        try:
+            self.conn.restore(str(image))
+            self.dom = self.conn.lookupByName(self.ready.name)
+        except libvirt.libvirtError as exc:
+            raise RestoreFailed(f"restore {self.ready.name} from {image}: "
+                                f"{exc.get_error_message()}") from None
+
+    def restore_clone(self, image: Path, label: str) -> Restored:
+        """Restore the saved image as a clone with logs of its own (in a folder
+        `label` of the boot's), once the previous clone has ended."""
+        folder = self.ready.outdir / label
+        folder.mkdir(exist_ok=True)
+        console_log, data_log = folder / "console.log", folder / "data.log"
+        try:
+            xml = clone_xml(self.conn.saveImageGetXMLDesc(str(image), 0), console_log, data_log)
+        except libvirt.libvirtError as exc:
+            raise RestoreFailed(f"read the domain of {image}: {exc.get_error_message()}") \
+                from None
+        (folder / "domain.xml").write_text(xml)
+        destroy_if_running(self.conn, self.ready.name)
+        try:
+            self.conn.restoreFlags(str(image), xml, 0)
+            dom = self.conn.lookupByName(self.ready.name)
+        except libvirt.libvirtError as exc:
+            raise RestoreFailed(f"restore {image} as {label} of {self.ready.name}: "
+                                f"{exc.get_error_message()}") from None
+        self.dom = dom
+        return Restored(label, console_log, data_log, dom)
