@@ -31,10 +31,6 @@ from benchlib.profiles import Profile, all_profiles, get_profile
 from benchlib.userkernel import KernelUnderTest
 from benchlib.variants import CUSTOM
 
-# Cases run at once: each holds one guest (the original, then its clones in turn).
-CASE_WORKERS = 6
-
-
 def _quiet_tcg(profile: Profile) -> bool:
     caps = profile.caps
     return (profile.requires == "any" and caps.interrupt_only and not caps.deterministic
@@ -114,7 +110,7 @@ def clone_outcome(request: pytest.FixtureRequest, host_pool: HostPool, initrd: P
                 except BenchError as exc:      # e.g. a kernel not built: that case fails
                     results[case_key(*case)] = exc
             with host_pool.lease(host_pool.first):
-                results.update(clones.run_cases(host_pool.first.conn, cases, CASE_WORKERS))
+                results.update(clones.run_cases(host_pool.first.conn, cases, clones.CONCURRENT_CASES))
         key = case_key(variant, profile_name, point)
         if key not in results:
             results.update(clones.run_cases(host_pool.first.conn,

@@ -52,6 +52,13 @@ SAVE_AT = {EARLY: 0, LATE: LATE_SAVE_UPTIME_S}
 # generation ID's ACPI notification to be handled).
 ROUNDS = 3
 GAP_MS = 3000
+# Cases run at once (one guest each: the original, then its clones in turn). Their
+# guests mostly wait for the late save point: twelve at once took 2 min 50 s on 2
+# cores where six at a time took 3 min 42 s, with every save inside its gap.
+CONCURRENT_CASES = 12
+# Host wall time of one late case, measured (boot, 125 s, save, two clones): for
+# estimates only.
+CASE_WALL_S = 170
 # How long the guest may take to get its RNG ready (clonereads' own cap is 300 s).
 READY_CAP_S = 300
 # Slack for the boot itself and for each clone's closing tasks (trace, kmsg dump).
