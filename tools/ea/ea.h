@@ -58,6 +58,57 @@ double ea_prediction_entropy(uint64_t correct, uint64_t n_pred, uint64_t longest
 int ea_suffix_array(const uint8_t *s, size_t n, unsigned k, int32_t *sa);
 int ea_lcp_array(const uint8_t *s, size_t n, const int32_t *sa, int32_t *lcp);
 
+/*
+ * The suffix array (sais.c) indexes at most this many symbols (int32_t positions with
+ * room for the sentinel): 2^31 - 3.  main.c refuses a file whose literal or bitstring
+ * track is longer before any estimator runs.
+ */
+#define EA_SA_MAX_SYMBOLS ((size_t)INT32_MAX - 2)
+
+/* SP 800-90B §5: the IID tests (iid.c). */
+#define EA_IID_NSTATS 19       /* §5.1.1-§5.1.11, periodicity and covariance at 5 lags */
+#define EA_IID_PERMUTATIONS 10000 /* §5.1 step 2 */
+
+typedef struct {
+    const char *key, *section, *title;
+    double statistic;          /* on the samples as they are */
+    uint32_t greater, equal, less; /* permuted statistics vs the original's */
+    uint32_t permutations;     /* permutations it was computed on (stops once decided) */
+    int passed;
+} ea_perm_result;
+
+typedef struct {
+    const char *key, *section, *title;
+    double statistic, p_value; /* p_value NaN when not applicable */
+    long df;
+    int applicable, passed;
+    char note[64];
+} ea_chi_result;
+
+typedef struct {
+    size_t samples;
+    unsigned distinct_values;
+    int binary;
+    double median;
+    uint32_t permutations, permutations_run, tail; /* fail: <= tail on one side */
+    uint64_t seed;
+    unsigned threads;
+    ea_perm_result perm[EA_IID_NSTATS];
+    ea_chi_result chi[2];      /* independence, goodness of fit */
+    int32_t lrs_length;
+    double lrs_p_col, lrs_probability;
+    int lrs_passed;
+    int passed;                /* every test passed: the IID assumption stands */
+} ea_iid_report;
+
+/* Runs §5.1 (perms permutations, each shuffled by a PRNG seeded from seed and its
+ * number; threads share them out without changing the result), §5.2.1-§5.2.4 and
+ * §5.2.5 on the n samples raw[0..n-1]. */
+void ea_iid_tests(const uint8_t *raw, size_t n, uint32_t perms, uint64_t seed,
+                  unsigned threads, ea_iid_report *r);
+/* Upper tail of the chi-square distribution: Q(df/2, t/2). */
+double ea_chi_square_p(double t, double df);
+
 /* Allocation that exits with a one-line error on failure. */
 void *ea_xmalloc(size_t size);
 void *ea_xcalloc(size_t count, size_t size);

@@ -133,7 +133,7 @@ static void sais(const int32_t *t, int32_t *sa, int32_t n, int32_t k)
 
 int ea_suffix_array(const uint8_t *s, size_t n, unsigned k, int32_t *sa)
 {
-    if (n == 0 || n >= (size_t)INT32_MAX - 1)
+    if (n == 0 || n > EA_SA_MAX_SYMBOLS)
         return -1;
     /* Shift every symbol up by one and append the sentinel 0. */
     int32_t len = (int32_t)n + 1;
