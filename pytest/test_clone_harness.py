@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from benchlib import clones, report, report_html, restore
+from benchlib import clones, report, report_html, report_json, restore
 from benchlib.clones import CloneOutcome, _view
 from benchlib.guest import BootRequest, running_bench_domains
 from benchlib.kernels import variant_kernel
@@ -110,13 +110,34 @@ def test_clone_harness_report_has_the_clone_safe_column(tmp_path: Path) -> None:
     cells = [Cell("tcg-quiet", "stock", clone_safe="no: identical for 6 reads"),
              Cell("tcg-input", "stock", clone_safe="yes")]
     text = report.table(cells)
-    assert report.CLONE_SAFE in text.splitlines()[0]
-    assert "no: identical for 6 reads" in text and "clone-safe: one" in text
-    rows = report.as_json(cells, {})["cells"]
+    # A row of its own in each cell's part of the variant's table, and in the legend.
+    rows = [line.split(None, 1) for line in text.splitlines()
+            if line.split()[:1] == [report.CLONE_SAFE]]
+    assert [r[1] for r in rows] == ["no: identical for 6 reads", "yes"], text
+    assert "clone-safe: one" in text
+    rows = report_json.as_json(cells, {})["cells"]
     assert [r["clone_safe"] for r in rows] == ["no: identical for 6 reads", "yes"]
     json.dumps(rows)
-    html = report_html.matrix_table(cells, tmp_path, [])
+    html = report_html.matrix_table(cells, tmp_path)
     assert f"<th>{report.CLONE_SAFE}</th>" in html and "<td>yes</td>" in html
+
+
+def test_clone_harness_clone_summary_fits_the_report_schema(tmp_path: Path) -> None:
+    """A clone case's summary, as benchlib/clones.py makes it, in report.json: the
+    schema knows its keys, its clones are a list, their logs relative paths."""
+    found = outcome(tmp_path, blocks("a"), blocks("b"))
+    cells = [Cell("tcg-quiet", "stock", clone_safe=found.verdict(), clone=found.summary())]
+    data = json.loads(json.dumps(report_json.as_json(cells, {}, tmp_path)))
+    clone = data["cells"][0]["clone"]
+    assert [c["name"] for c in clone["clones"]] == ["clone-a", "clone-b"]
+    assert all((tmp_path / c["data_log"]).is_file() and not c["data_log"].startswith("/")
+               for c in clone["clones"]), clone["clones"]
+    try:
+        import jsonschema
+    except ImportError:
+        pytest.fail("python3-jsonschema is missing: scripts/setup.sh installs it")
+    schema = json.loads(report_json.SCHEMA.read_text())
+    jsonschema.validate(clone, {**schema, **schema["$defs"]["clone"]})
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """Harness self-tests: no hypervisor needed."""
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -14,8 +15,8 @@ from benchlib.paths import PROFILE_DIR
 from benchlib.profiles import PLACEHOLDERS, all_profiles, get_profile
 from benchlib.record import (BootRecord, KmsgIncomplete, TaskOutput, parse_console, parse_data,
                              parse_kmsg)
-from benchlib import throughput
-from benchlib.report import Cell, not_ok, table
+from benchlib import report_json, throughput
+from benchlib.report import VERDICT, Cell, not_ok, table
 from benchlib.spills import spills
 from benchlib.trace import TraceIncomplete, parse_trace
 
@@ -177,9 +178,42 @@ def test_harness_report_cell_verdicts(tmp_path: Path, change: dict, verdict: str
     assert cell.verdict().startswith(verdict)
     assert bool(not_ok([cell])) == (verdict != "ok")
     text = table([cell])
-    assert verdict.split(":")[0] in text.splitlines()[1], text
+    # The cell's verdict row of its variant's table: 'verdict  ok', 'verdict  task failed [1]'.
+    row = next(line.split(None, 1)[1] for line in text.splitlines()
+               if line.split()[:1] == [VERDICT])
+    assert row.startswith(verdict.split(":")[0]), text
     # Interrupts before ready, from the trace: one, on CPU 0 (the second came later).
     assert ("1 [1-1] on 1 CPU" in text) == (change in ({}, {"probe_rc": 139})), text
+
+
+def test_harness_report_json_fits_its_schema(tmp_path: Path) -> None:
+    """report.json of a run that booted nothing: cells of fake boots with every verdict
+    above, a skipped cell and a failed boot, its meta as benchlib.run fills it. Needs
+    Debian's python3-jsonschema (scripts/setup.sh)."""
+    try:
+        import jsonschema
+    except ImportError:
+        pytest.fail("python3-jsonschema is missing: scripts/setup.sh installs it")
+    cells = [Cell("tcg-quiet", "stock", records=[fake_record(tmp_path)], cap_s=30.0,
+                  budget_s=2.0),
+             Cell("tcg-input", "stock", records=[fake_record(tmp_path, probe_rc=139)]),
+             Cell("tcg-rdrand", "stock", records=[fake_record(tmp_path, ready=False)]),
+             Cell("tcg-numa", "stock", failures=["guest x: no stage 'init' within 120 s"]),
+             Cell("hyperv", "stock", skipped="needs KVM")]
+    meta = {**report_json.run_meta(["--variant", "stock"], cells),
+            "kernels": [{"variant": "stock", "image": "/k", "version": "6.1"}],
+            "accel": "tcg", "accel_why": "requested", "boots_per_cell": 1, "cap_s": 30.0,
+            "hosts": ["qemu:///system"], "jobs_per_host": 1,
+            "budgets": {"file": None, "ready": [{"profile": "tcg-quiet", "ready_s": 2.0}]},
+            "workload": {"tasks": ["probe", "until"], "probe_flags": "b"}}
+    data = json.loads(json.dumps(report_json.as_json(cells, meta, tmp_path)))
+    report_json.validate(data)
+    assert [c["status"] for c in data["cells"]] == ["ok", "not_ok", "not_ok", "not_ok",
+                                                    "skipped"]
+    assert data["result"]["failed"] and data["cells"][0]["budget_met"] is True
+    data["cells"][0]["ready_printk_s"]["median"] = "1.250"
+    with pytest.raises(jsonschema.ValidationError, match="is not of type"):
+        report_json.validate(data)
 
 
 def test_harness_report_boot_failure_is_a_verdict(tmp_path: Path) -> None:

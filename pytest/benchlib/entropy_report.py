@@ -21,6 +21,7 @@ import argparse
 import json
 import statistics
 import sys
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional
@@ -190,35 +191,124 @@ def _num(value: Optional[float], fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
 
 
+TITLE = "Entropy per interrupt (SP 800-90B non-IID, low 8 bits of the x86-tsc delta)"
+CAVEAT = ("The capture is taken after boot under serial noise, not from the interrupts the RNG "
+          "consumed before ready; min-entropy estimates are upper bounds on what an attacker "
+          "who sees the host cannot predict.")
+# The text is wrapped to this width (report.txt: benchlib/report.py TEXT_WIDTH).
+TEXT_WIDTH = 100
+MAIN_HEADER = ("profile", "variant", "samples", "H_min/irq (limiting)", "credit/irq",
+               "credit/H", "fed by")
+BEHIND_HEADER = ("profile", "variant", "milestone", "irqs", "x H_min", "= bits", "/ claimed",
+                 "note")
+
+
+def limiting(cell: EntropyCell) -> Optional[str]:
+    """The estimator that set the measured min-entropy most often."""
+    return statistics.mode(cell.limiting) if cell.limiting else None
+
+
+def main_rows(cell: EntropyCell) -> tuple[str, ...]:
+    """A cell's row of the entropy table, as text (report.txt and report.html)."""
+    return (cell.profile, cell.variant, str(cell.samples),
+            f"{_num(cell.measured, '.3f')} ({limiting(cell) or '-'})",
+            _num(cell.credit_per_irq, '.4f'), _num(cell.ratio, '.2f'), cell.sources)
+
+
+def behind_note(behind: Behind) -> str:
+    if behind.interrupts:
+        return "+jitter: the jitter generator ran before it" if behind.jitter else ""
+    return ("reached only on the capture's noise" if behind.on_capture
+            else "not reached or not traced")
+
+
+def behind_rows(cell: EntropyCell) -> list[tuple[str, ...]]:
+    """A row per milestone that claims bits: interrupts before it x the measured
+    min-entropy = the bits that stood behind it, against the bits it claims."""
+    rows = []
+    for b in cell.behind.values():
+        irqs = f"{statistics.median(b.interrupts):.0f}" if b.interrupts else "-"
+        bits = b.bits(cell.measured or 0.0)
+        rows.append((cell.profile, cell.variant, b.milestone, irqs,
+                     _num(cell.measured, '.3f') if b.interrupts else "-", _num(bits, '.1f'),
+                     str(b.claimed_bits), behind_note(b)))
+    return rows
+
+
+def _columns(rows: list[tuple[str, ...]], right: set[int], indent: str = "") -> list[str]:
+    """Padded columns; the last one wraps within TEXT_WIDTH onto lines of its own."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    start = len(indent) + sum(w + 2 for w in widths)
+    room = max(TEXT_WIDTH - start, 12)
+    lines = []
+    for row in rows:
+        head = indent + "  ".join(c.rjust(w) if i in right else c.ljust(w)
+                                  for i, (c, w) in enumerate(zip(row, widths)))
+        last = textwrap.wrap(row[-1], room, break_long_words=False,
+                             break_on_hyphens=False) or [""]
+        lines.append(f"{head}  {last[0]}".rstrip())
+        lines += [" " * start + part for part in last[1:]]
+    return lines
+
+
+def _wrap(text: str, first: str = "", indent: str = "") -> list[str]:
+    return textwrap.wrap(text, TEXT_WIDTH, initial_indent=first, subsequent_indent=indent,
+                         break_long_words=False, break_on_hyphens=False)
+
+
+def text(found: list[EntropyCell]) -> str:
+    """The entropy tables and their findings, as text at most TEXT_WIDTH wide."""
+    lines = [TITLE]
+    # The sources, when there are more than interrupts, under their row: a column of
+    # its own would not fit beside the longest profile names.
+    table = _columns([MAIN_HEADER[:-1], *(main_rows(c)[:-1] for c in found)], {2, 4, 5})
+    lines.append(table[0])
+    for cell, row in zip(found, table[1:]):
+        lines.append(row)
+        if cell.sources != "interrupts":
+            lines.append(f"    fed by {cell.sources}")
+    with_behind = [c for c in found if c.behind]
+    if with_behind:
+        lines += ["", *_wrap("Entropy behind each milestone that claims bits: the interrupts "
+                             "sampled before it (kprobe trace) x the measured H_min per interrupt "
+                             "= bits, against the bits claimed:")]
+        for cell in with_behind:
+            lines.append(f"{cell.profile} × {cell.variant}:")
+            lines += _columns([BEHIND_HEADER[2:], *(r[2:] for r in behind_rows(cell))],
+                              {1, 2, 3, 4}, "  ")
+    findings = [f for c in found for f in c.findings()]
+    if findings:
+        lines += ["", "Findings:"]
+        for finding in findings:
+            lines += _wrap(finding, "- ", "  ")
+    return "\n".join([*lines, "", *_wrap(CAVEAT)])
+
+
 def table(records: Iterable[BootRecord]) -> str:
     """The entropy table and its findings, as text (for report.txt)."""
-    rows = [("profile", "variant", "samples", "H_min/irq (limiting)", "credit/irq",
-             "credit/H", "behind milestone: irqs x H = bits / claimed")]
-    found: list[str] = []
-    for cell in cells(records):
-        behind = "; ".join(
-            f"{b.milestone}: {statistics.median(b.interrupts):.0f} x "
-            f"{_num(cell.measured, '.3f')} = {_num(b.bits(cell.measured or 0.0), '.1f')}"
-            f" / {b.claimed_bits}" + (" +jitter" if b.jitter else "")
-            if b.interrupts else f"{b.milestone}: " + (
-                "reached only on the capture's noise" if b.on_capture else "not reached/traced")
-            for b in cell.behind.values()) or "-"
-        limiting = statistics.mode(cell.limiting) if cell.limiting else "-"
-        rows.append((cell.profile, cell.variant, str(cell.samples),
-                     f"{_num(cell.measured, '.3f')} ({limiting})",
-                     _num(cell.credit_per_irq, '.4f'), _num(cell.ratio, '.2f'),
-                     behind + ("" if cell.sources == "interrupts"
-                               else f" [fed by {cell.sources}]")))
-        found += cell.findings()
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    lines = ["Entropy per interrupt (SP 800-90B non-IID, low 8 bits of the x86-tsc delta)"]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r[:-1], widths)) + "  " + r[-1] for r in rows]
-    if found:
-        lines += ["", "Findings:"] + [f"- {f}" for f in found]
-    lines += ["", "The capture is taken after boot under serial noise, not from the interrupts "
-              "the RNG consumed before ready; min-entropy estimates are upper bounds on what "
-              "an attacker who sees the host cannot predict."]
-    return "\n".join(lines)
+    return text(cells(records))
+
+
+def as_json(found: list[EntropyCell]) -> dict[str, object]:
+    """report.json's entropy block (benchlib/report.schema.json)."""
+    return {
+        "method": TITLE, "caveat": CAVEAT,
+        "cells": [{
+            "profile": c.profile, "variant": c.variant, "samples": c.samples,
+            "min_entropy_bits_per_irq": c.measured,
+            "min_entropy_bits_per_irq_per_boot": c.min_entropy,
+            "limiting_estimator": limiting(c),
+            "credit_bits_per_irq": c.credit_per_irq,
+            "credit_to_measured_ratio": c.ratio,
+            "sources": c.sources.split(" + "), "deterministic": c.deterministic,
+            "behind_milestones": [{
+                "milestone": b.milestone, "claimed_bits": b.claimed_bits,
+                "irqs_median": statistics.median(b.interrupts) if b.interrupts else None,
+                "irqs_per_boot": b.interrupts,
+                "bits": b.bits(c.measured or 0.0), "jitter": b.jitter,
+                "boots_on_capture_noise": b.on_capture} for b in c.behind.values()],
+            "findings": c.findings()} for c in found],
+    }
 
 
 def record_from(boot_dir: Path) -> Optional[BootRecord]:

@@ -1,18 +1,30 @@
 """The main job's report: medians and ranges per profile and variant, a verdict for
-every cell, as a table, JSON and JUnit XML, next to the boots' logs."""
+every cell, next to the boots' logs, made for reading and for machines:
+
+- report.txt: at most TEXT_WIDTH columns a line. An overview (profiles down,
+  variants across: the median time to ready and the verdict), then one table per
+  variant with a row per profile and figure, the legend, the verdicts' notes, and
+  the entropy and throughput tables when they were made.
+- report.json: the same figures for machines (benchlib/report_json.py).
+- junit.xml: a test case per cell and per throughput case.
+
+run_failed() is the run's verdict, as its exit code and every headline give it."""
 from __future__ import annotations
 
 import json
+import os
 import statistics
+import textwrap
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
-from typing import Optional
+from typing import Any, Iterable, Optional, Sequence
 
-from . import budgets, measure
+from . import budgets, entropy_report, measure, throughput
 from .errors import BadKernel
 from .record import BootRecord
-from .variants import all_milestones
+from .variants import all_milestones, load as load_variant
 
 READY = "ready (printk)"
 IRQS = "irqs to ready"
@@ -22,7 +34,19 @@ HOST_DONE = "host wall: boot to done"
 # Whether two clones of one guest saved past two minutes of uptime read different
 # bytes (benchlib/clones.py): yes, no: identical for N reads, no driver.
 CLONE_SAFE = "clone-safe"
+# The profile's time-to-ready budget and whether the cell met it.
+BUDGET = "ready budget"
+VERDICT = "verdict"
 OK = "ok"
+
+# Figures under their report.json key; the unit is in the name (a count has none).
+METRIC_KEYS = {READY: "ready_printk_s", IRQS: "irqs_to_ready", BLOCKED: "blocking_wait_s",
+               FIRST_NONBLOCK_OK: "first_nonblock_ok_printk_s",
+               HOST_DONE: "host_boot_to_done_s"}
+# report.txt: no line wider than this (a terminal's width, with room to spare).
+TEXT_WIDTH = 100
+BOOT_DOMAIN_XML = "domain.xml"
+BOOT_RECORD = "record.json"
 
 
 @dataclass
@@ -106,10 +130,38 @@ class Cell:
     def cpus_to_ready(self) -> list[int]:
         return [i.cpus for i in (measure.irqs_to_ready(r) for r in self.records) if i]
 
+    def status(self) -> str:
+        """ok, not_ok or skipped: the verdict for machines."""
+        if self.skipped:
+            return "skipped"
+        return "ok" if self.verdict() == OK else "not_ok"
 
-def stats(values: list[float], boots: int) -> dict[str, object]:
-    return {"n": len(values), "of": boots, "median": round(statistics.median(values), 3),
-            "min": round(min(values), 3), "max": round(max(values), 3)}
+    def budget_met(self) -> Optional[bool]:
+        """Whether the boots' median time to ready is within the profile's budget and
+        every boot got ready; None without a budget or a boot to judge."""
+        if self.budget_s is None or not self.records:
+            return None
+        try:
+            ready = [measure.ready_printk(r) for r in self.records]
+        except BadKernel:
+            return None
+        return budgets.judge(ready, self.budget_s) is None
+
+    def budget_text(self) -> str:
+        if self.budget_s is None:
+            return "none"
+        met = self.budget_met()
+        said = "" if met is None else (": median met" if met else ": not met")
+        return f"{self.budget_s:g} s{said}"
+
+
+def stats(values: Sequence[float], boots: int) -> dict[str, object]:
+    """median [min-max] and n of the cell's `of` boots that gave a value; the
+    figures are null when none did."""
+    if not values:
+        return {"median": None, "min": None, "max": None, "n": 0, "of": boots}
+    return {"median": round(statistics.median(values), 3), "min": round(min(values), 3),
+            "max": round(max(values), 3), "n": len(values), "of": boots}
 
 
 def columns(cells: list[Cell]) -> list[str]:
@@ -144,23 +196,6 @@ def cell_text(cell: Cell, name: str, samples: dict[str, list[float]]) -> str:
     return f"- 0/{cell.boots}"
 
 
-def as_json(cells: list[Cell], meta: dict[str, object]) -> dict[str, object]:
-    rows = []
-    for cell in cells:
-        rows.append({
-            "profile": cell.profile, "variant": cell.variant, "skipped": cell.skipped,
-            "verdict": cell.verdict(), "failures": cell.failures,
-            "final_capped": cell.capped(), "cap_s": cell.cap_s, "budget_s": cell.budget_s,
-            "shared_host_boots": cell.shared(),
-            "credit_rate_bits_s": cell.credit_rates(),
-            "cpus_to_ready": cell.cpus_to_ready(),
-            "times_s": {name: stats(v, cell.boots) for name, v in cell.samples().items()},
-            "clone_safe": cell.clone_safe, "clone": cell.clone,
-            "boots": [r.summary() for r in cell.records],
-        })
-    return {"meta": meta, "cells": rows}
-
-
 # Marks a cell's timings when some of its boots shared their host with another.
 SHARED_MARK = "*"
 SHARED_NOTE = (f"{SHARED_MARK}: some of the cell's boots ran beside another boot on their "
@@ -184,53 +219,329 @@ def cell_hosts(cell: Cell, labels: dict[str, str]) -> str:
 
 
 def hosts_legend(cells: list[Cell]) -> list[str]:
+    """The hosts' labels, one host a line, and the shared-host note when it applies."""
     labels = host_labels(cells)
-    lines = [f"hosts: {' '.join(f'{label} = {uri}' for uri, label in labels.items())}"] \
-        if len(labels) > 1 else []
+    lines = [f"{'hosts:' if i == 0 else '':6} {label} = {uri}"
+             for i, (uri, label) in enumerate(labels.items())] if len(labels) > 1 else []
     if any(c.shared() for c in cells):
         lines.append(SHARED_NOTE)
     return lines
 
 
-LEGEND = """\
-ready: the variant's own ready milestone (getrandom() stops blocking), guest printk
-seconds since boot; milestones likewise, median [min-max] n/N boots reaching it;
-'> C s': the idle guest had not reached it when the cap passed (credit rate seen);
-'- 0/N': never printed. irqs to ready: interrupts the RNG sampled before ready,
-from a kprobe armed at fs_initcall (earlier ones are not counted), and on how many
-CPUs. blocking wait: how long the probe's blocking getrandom() blocked
-(CLOCK_BOOTTIME). host wall: seconds since the domain was created. clone-safe: one
-guest saved past two minutes of uptime and restored twice; yes: the two clones'
-getrandom() reads after the restore share no 16-byte block; 'no: identical for N
-reads': N blocks repeated; 'no driver': the profile gives a VM generation ID but
-the kernel has no vmgenid driver (CONFIG_VMGENID)."""
+# What the report's marks and figures mean: report.txt's legend and report.html's.
+LEGEND_ITEMS: list[tuple[str, str]] = [
+    ("median [min-max] n/N", "a figure over the cell's boots: the median, the smallest and the "
+     "largest value, and how many of the cell's N boots gave one (n)"),
+    (SHARED_MARK, "after n/N: some of the cell's boots shared their host with another boot, "
+     "so their times were taken on a busier machine"),
+    ("> C s", "the idle guest had not reached the variant's final milestone when the cap of C "
+     "seconds passed, in that many of the cell's boots, with the median rate (bits/s) the "
+     "RNG credited meanwhile"),
+    ("- 0/N", "never printed (or never measured) in any of the cell's N boots"),
+    (READY, "the variant's own ready milestone (getrandom() stops blocking), guest printk "
+     "seconds since boot; each milestone likewise"),
+    (IRQS, "interrupts the RNG sampled before ready, from a kprobe armed at fs_initcall "
+     "(earlier ones are not counted), and on how many CPUs"),
+    (BLOCKED, "how long the probe's blocking getrandom() blocked (CLOCK_BOOTTIME)"),
+    (FIRST_NONBLOCK_OK, "when the probe's first GRND_NONBLOCK getrandom() succeeded, guest "
+     "printk seconds"),
+    (HOST_DONE, "host seconds from the domain's creation to the guest's last stage"),
+    (CLONE_SAFE, "one guest saved past two minutes of uptime and restored twice; yes: the two "
+     "clones' getrandom() reads after the restore share no 16-byte block; 'no: identical for "
+     "N reads': N blocks repeated; 'no driver': the profile gives a VM generation ID but the "
+     "kernel has no vmgenid driver (CONFIG_VMGENID); failed: the check could not run; '-': "
+     "not checked (a finding, not a verdict)"),
+    (BUDGET, "the profile's time-to-ready budget (--budget; vm-definitions/budgets.toml by "
+     "default): met when the median time to ready is within it and every boot got ready; "
+     "not met fails the cell; none: the profile has no budget"),
+    (VERDICT, "ok, or the first reason the cell is not (report.txt gives the rest in its note "
+     "[n]); a skipped cell names why and does not fail the run"),
+]
 
 
-def table(cells: list[Cell]) -> str:
-    cols = columns(cells)
-    labels = host_labels(cells)
-    by_host = len(labels) > 1
-    header = ["profile", "variant", *cols, *(["hosts"] if by_host else []), "verdict"]
-    lines, notes = [], []
-    for cell in cells:
+def _fill(text: str, indent: str = "", first: str = "") -> list[str]:
+    """text wrapped to TEXT_WIDTH, its first line starting with `first`, the next ones
+    with `indent`; a word longer than a line (a path) is kept whole."""
+    return textwrap.wrap(text, TEXT_WIDTH, initial_indent=first, subsequent_indent=indent,
+                         break_long_words=False, break_on_hyphens=False) or [first.rstrip()]
+
+
+LEGEND = "\n".join(line for term, text in LEGEND_ITEMS
+                   for line in _fill(f"{term}: {text}", "    ", "  "))
+
+
+def variant_spec(variant: str):
+    try:
+        return load_variant(variant)
+    except BadKernel:
+        return None      # a kernel the bench knows no milestones of
+
+
+def _every_milestone(cells: list[Cell]) -> set[str]:
+    try:
+        return set(all_milestones(list(dict.fromkeys(c.variant for c in cells))))
+    except BadKernel:
+        return set()
+
+
+def own_milestones(variant: str) -> list[str]:
+    """The variant's milestones in their declared order (none for an unknown kernel)."""
+    spec = variant_spec(variant)
+    return list(spec.milestones) if spec else []
+
+
+def relative_text(text: str, outdir: Optional[Path]) -> str:
+    """Free text (a verdict) with the report folder's absolute paths made relative."""
+    if outdir is None:
+        return text
+    for base in dict.fromkeys([str(outdir), str(outdir.resolve())]):
+        text = text.replace(base.rstrip("/") + "/", "")
+    return text
+
+
+def verdict_text(cell: Cell, outdir: Optional[Path]) -> str:
+    """The cell's verdict with the report folder's paths relative to it."""
+    return relative_text(cell.verdict(), outdir)
+
+
+def relative(path: object, outdir: Optional[Path]) -> str:
+    """A path as report.json and report.html give it: relative to the report's folder."""
+    text = str(path)
+    if outdir is None or not text or not Path(text).is_absolute():
+        return text
+    for base in (outdir, outdir.resolve()):
+        try:
+            return str(Path(text).relative_to(base))
+        except ValueError:
+            pass
+    return os.path.relpath(Path(text).resolve(), outdir.resolve())
+
+
+def _grid(header: list[str], rows: list[list[str]]) -> list[str]:
+    """Columns padded to their widest entry; when they would not fit in TEXT_WIDTH,
+    the columns after the first are split into groups that do, one under another."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    groups: list[list[int]] = [[]]
+    used = widths[0]
+    for i in range(1, len(header)):
+        if groups[-1] and used + 2 + widths[i] > TEXT_WIDTH:
+            groups.append([])
+            used = widths[0]
+        groups[-1].append(i)
+        used += 2 + widths[i]
+    lines: list[str] = []
+    for group in groups:
+        if lines:
+            lines.append("")
+        for row in [header, *rows]:
+            lines.append("  ".join(row[i].ljust(widths[i]) for i in [0, *group]).rstrip())
+    return lines
+
+
+def _notes(cells: list[Cell], order: list[Cell],
+           outdir: Optional[Path]) -> tuple[dict[int, str], list[str]]:
+    """Each cell's verdict as the tables show it ('ok', 'boot failed [2]') and the
+    numbered notes that say the rest, in the tables' order."""
+    short: dict[int, str] = {}
+    notes: list[str] = []
+    number = 0
+    for cell in order:
         verdict = cell.verdict()
-        if verdict != OK:
-            notes.append(f"[{len(notes) + 1}] {cell.profile} × {cell.variant}: {verdict}")
-            verdict = f"{verdict.split(':')[0]} [{len(notes)}]"
-        hosts = [cell_hosts(cell, labels)] if by_host else []
-        if cell.skipped:
-            lines.append([cell.profile, cell.variant, *["" for _ in cols], *hosts, verdict])
+        if verdict == OK:
+            short[id(cell)] = OK
             continue
-        samples = cell.samples()
-        lines.append([cell.profile, cell.variant,
-                      *(cell_text(cell, name, samples) for name in cols), *hosts, verdict])
-    widths = [max(len(str(r[i])) for r in [header, *lines]) for i in range(len(header))]
-    out = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip()
-           for row in [header, *lines]]
-    return "\n".join([*out, "", LEGEND, *hosts_legend(cells), *notes])
+        number += 1
+        notes += _fill(f"[{number}] {cell.profile} × {cell.variant}: "
+                       f"{relative_text(verdict, outdir)}", "    ", "")
+        short[id(cell)] = f"{verdict.split(':')[0]} [{number}]"
+    return short, notes
 
 
-def junit(cells: list[Cell]) -> ET.ElementTree:
+def overview(cells: list[Cell], short: dict[int, str]) -> list[str]:
+    """Profiles down, variants across: the median time to ready and the verdict."""
+    variants = list(dict.fromkeys(c.variant for c in cells))
+    first: dict[tuple[str, str], Cell] = {}
+    for cell in cells:
+        first.setdefault((cell.profile, cell.variant), cell)
+    rows = []
+    for profile in dict.fromkeys(c.profile for c in cells):
+        row = [profile]
+        for variant in variants:
+            cell = first.get((profile, variant))
+            if cell is None:
+                row.append("")
+            elif cell.skipped:
+                row.append(short[id(cell)])
+            else:
+                ready = cell.samples().get(READY)
+                median = f"{statistics.median(ready):.3f}" if ready else "-"
+                mark = SHARED_MARK if cell.shared() else ""
+                row.append(f"{median}{mark} {short[id(cell)]}")
+        rows.append(row)
+    return ["Time to ready (median, guest printk s) and verdict:",
+            *_grid(["profile", *variants], rows)]
+
+
+def _figures(cell: Cell, names: list[str], short: str, labels: dict[str, str],
+             budget_row: bool) -> list[tuple[str, str]]:
+    """A cell's rows of its variant's table: (figure, value)."""
+    if cell.skipped:
+        return [(VERDICT, short)]
+    samples = cell.samples()
+    rows = [(name, cell_text(cell, name, samples)) for name in names]
+    if len(labels) > 1:
+        rows.append(("hosts", cell_hosts(cell, labels)))
+    if budget_row:
+        rows.append((BUDGET, cell.budget_text()))
+    return rows + [(VERDICT, short)]
+
+
+def variant_table(variant: str, cells: list[Cell], names: list[str], short: dict[int, str],
+                  labels: dict[str, str], budget_row: bool) -> list[str]:
+    """One variant's table: a row per profile and figure (its own milestones only)."""
+    spec = variant_spec(variant)
+    head = f"{variant}: {spec.description}" if spec and spec.description else variant
+    rows = [(cell.profile if i == 0 else "", name, value)
+            for cell in cells
+            for i, (name, value) in enumerate(_figures(cell, names, short[id(cell)], labels,
+                                                       budget_row))]
+    header = ("profile", "figure", "median [min-max] n/N")
+    w0, w1 = (max(len(r[i]) for r in [header, *rows]) for i in (0, 1))
+    room = max(TEXT_WIDTH - w0 - w1 - 4, 20)
+    lines = [*_fill(f"== {head}"), f"{header[0]:<{w0}}  {header[1]:<{w1}}  {header[2]}",
+             f"{'-' * w0}  {'-' * w1}  {'-' * min(room, 30)}"]
+    for profile, name, value in rows:
+        parts = textwrap.wrap(value, room, break_long_words=False,
+                              break_on_hyphens=False) or [""]
+        lines.append(f"{profile:<{w0}}  {name:<{w1}}  {parts[0]}".rstrip())
+        lines += [" " * (w0 + w1 + 4) + part for part in parts[1:]]
+    return lines
+
+
+def table(cells: list[Cell], outdir: Optional[Path] = None) -> str:
+    """The matrix as text at most TEXT_WIDTH wide: the overview, one table per
+    variant, the legend, the hosts and the verdicts' notes."""
+    variants = list(dict.fromkeys(c.variant for c in cells))
+    order = [c for v in variants for c in cells if c.variant == v]
+    short, notes = _notes(cells, order, outdir)
+    labels = host_labels(cells)
+    cols = columns(cells)
+    every = _every_milestone(cells)
+    budget_row = any(c.budget_s is not None for c in cells)
+    lines = overview(cells, short)
+    for variant in variants:
+        spec = variant_spec(variant)
+        own = set(spec.milestones) if spec else set()
+        names = [n for n in cols if n not in every or n in own]
+        lines += ["", *variant_table(variant, [c for c in order if c.variant == variant],
+                                     names, short, labels, budget_row)]
+    lines += ["", "Legend:", *LEGEND.splitlines()]
+    for line in hosts_legend(cells):
+        lines += _fill(line, "    ", "  ")
+    if notes:
+        lines += ["", "Notes:", *notes]
+    return "\n".join(lines)
+
+
+# ---- The run's verdict ------------------------------------------------------------
+
+def not_ok(cells: list[Cell]) -> list[Cell]:
+    """Cells whose verdict fails the run (a skip, which names why, does not)."""
+    return [c for c in cells if not c.skipped and c.verdict() != OK]
+
+
+def over_budget(throughput_rows: Iterable[dict[str, object]]) -> list[dict[str, object]]:
+    """Throughput cases whose variant is slower than the budget allows (benchlib/throughput.py)."""
+    return [r for r in throughput_rows if r.get("within_budget") is False]
+
+
+def run_failed(cells: list[Cell], throughput_rows: Iterable[dict[str, object]] = ()) -> bool:
+    """Whether the run fails (exit 1): a cell not ok, or a variant's getrandom()
+    throughput over its budget. Every headline says what this says."""
+    return bool(not_ok(cells) or over_budget(throughput_rows))
+
+
+def headline(cells: list[Cell], throughput_rows: Iterable[dict[str, object]] = ()) -> str:
+    rows = list(throughput_rows)
+    bad, slow = not_ok(cells), over_budget(rows)
+    skipped = sum(bool(c.skipped) for c in cells)
+    if not run_failed(cells, rows):
+        ran = len(cells) - skipped
+        said = f"passed: all {ran} cells ok" if ran != 1 else "passed: the one cell ok"
+        said += f", {skipped} skipped with a reason" if skipped else ""
+        return said + ("; getrandom() throughput within budget" if rows else "")
+    parts = [f"{len(bad)} of {len(cells)} cells not ok"] if bad else []
+    if slow:
+        parts.append(f"getrandom() throughput over the {throughput.MAX_SLOWDOWN:.0%} budget: "
+                     + ", ".join(f"{r['variant']} ({r['threads']}×{r['request_bytes']} B: "
+                                 f"{r['ratio_to_stock']} of {throughput.BASELINE})"
+                                 for r in slow))
+    return "FAILED: " + "; ".join(parts)
+
+
+def title(cells: list[Cell], meta: dict[str, Any]) -> str:
+    """What ran, on which kernels and profiles, and when."""
+    variants = list(dict.fromkeys(c.variant for c in cells))
+    profiles = list(dict.fromkeys(c.profile for c in cells))
+    where = ", ".join(profiles) if len(profiles) <= 3 else f"{len(profiles)} profiles"
+    what = f"{', '.join(variants) or 'no kernel'} on {where or 'no profile'}"
+    when = meta.get("started") or meta.get("date")
+    try:
+        when = datetime.fromisoformat(str(when)).strftime("%Y-%m-%d %H:%M %Z").strip()
+    except ValueError:
+        pass
+    return f"Boot-time randomness bench: {what}" + (f", {when}" if when else "")
+
+
+# ---- report.txt, junit.xml, and the folder -----------------------------------------
+
+def run_summary(meta: dict[str, Any]) -> str:
+    """When and where the run ran, at which commit, under which accelerator."""
+    said = [" on ".join(str(meta[key]) for key in ("date", "host_name") if meta.get(key))]
+    if meta.get("git_commit"):
+        said.append(f"git {meta['git_commit']}"
+                    + (" with local changes" if meta.get("git_dirty") else ""))
+    if meta.get("accel"):
+        said.append(f"guests under {str(meta['accel']).upper()} ({meta.get('accel_why', '')})")
+    if meta.get("boots_per_cell"):
+        said.append(f"{meta['boots_per_cell']} boot(s) per cell")
+    return "; ".join(s for s in said if s)
+
+
+def text(cells: list[Cell], meta: dict[str, Any], outdir: Optional[Path] = None,
+         throughput_rows: Sequence[dict[str, object]] = (),
+         entropy_cells: Optional[list[entropy_report.EntropyCell]] = None,
+         plots: Sequence[Path] = (), notes: Sequence[str] = ()) -> str:
+    """The whole of report.txt."""
+    rows = list(throughput_rows)
+    lines = _fill(title(cells, meta))
+    said = run_summary(meta)
+    lines += _fill(f"Run: {said}", "    ") if said else []
+    if meta.get("command_line"):
+        lines += _fill(f"Command: {meta['command_line']}", "    ")
+    for kernel in meta.get("kernels") or []:
+        lines += _fill(f"Kernel {kernel.get('variant')}: {kernel.get('version') or '?'} "
+                       f"({kernel.get('image')})", "    ")
+    for qemu in meta.get("qemu") or []:
+        lines += _fill(f"QEMU {qemu.get('emulator')}: {qemu.get('version') or '?'}", "    ")
+    lines += _fill(f"Result: {headline(cells, rows)}", "    ")
+    lines += ["", *table(cells, outdir).splitlines()]
+    if entropy_cells is not None:
+        lines += ["", *entropy_report.text(entropy_cells).splitlines()]
+    if rows:
+        lines += ["", *throughput.table(rows).splitlines()]
+    if plots or notes:
+        lines.append("")
+        lines += _fill("Plots: " + " ".join(relative(p, outdir) for p in plots), "    ") \
+            if plots else []
+        for note in notes:
+            lines += _fill(note, "    ")
+    return "\n".join(lines)
+
+
+def junit(cells: list[Cell], throughput_rows: Sequence[dict[str, object]] = ()
+          ) -> ET.ElementTree:
+    """A test case per cell and per throughput case: it fails as the run does."""
     suite = ET.Element("testsuite", name="bench-matrix")
     count = failures = skipped = 0
     for cell in cells:
@@ -246,20 +557,43 @@ def junit(cells: list[Cell]) -> ET.ElementTree:
             failures += 1
         ET.SubElement(case, "system-out").text = "\n".join(
             str(r.console_log) for r in cell.records)
+    for row in throughput_rows:
+        case = ET.SubElement(suite, "testcase", classname="throughput",
+                             name=f"{row['variant']}.{row['threads']}x{row['request_bytes']}")
+        count += 1
+        if row.get("within_budget") is False:
+            ET.SubElement(case, "failure", message=(
+                f"{row['ratio_to_stock']} of {throughput.BASELINE}'s getrandom() throughput: "
+                f"over the {throughput.MAX_SLOWDOWN:.0%} budget"))
+            failures += 1
     suite.set("tests", str(count))
     suite.set("failures", str(failures))
     suite.set("skipped", str(skipped))
     return ET.ElementTree(suite)
 
 
-def write(outdir: Path, cells: list[Cell], meta: dict[str, object]) -> str:
-    text = table(cells)
-    (outdir / "report.txt").write_text(text + "\n")
-    (outdir / "report.json").write_text(json.dumps(as_json(cells, meta), indent=2) + "\n")
-    junit(cells).write(outdir / "junit.xml", encoding="unicode", xml_declaration=True)
-    return text
+def write(outdir: Path, cells: list[Cell], meta: dict[str, object],
+          throughput_rows: Optional[list[dict[str, object]]] = None,
+          entropy_cells: Optional[list[entropy_report.EntropyCell]] = None,
+          plots: Sequence[Path] = (), notes: Sequence[str] = ()) -> str:
+    """report.txt, report.json and junit.xml in outdir; the text, to print."""
+    from .report_json import as_json      # it builds on this module's cells
+    rows = throughput_rows or []
+    said = text(cells, meta, outdir, rows, entropy_cells, plots, notes)
+    (outdir / "report.txt").write_text(said + "\n")
+    data = as_json(cells, meta, outdir, rows, entropy_cells, plots)
+    (outdir / "report.json").write_text(json.dumps(data, indent=2, allow_nan=False) + "\n")
+    junit(cells, rows).write(outdir / "junit.xml", encoding="unicode", xml_declaration=True)
+    return said
 
 
-def not_ok(cells: list[Cell]) -> list[Cell]:
-    """Cells whose verdict fails the run (a skip, which names why, does not)."""
-    return [c for c in cells if not c.skipped and c.verdict() != OK]
+def remove_if_empty(outdir: Path) -> bool:
+    """Remove a results folder that holds no file at all (a run that failed before its
+    first boot wrote anything), empty subfolders and all; True if it went. A folder
+    with any file in it, however deep, is left as it is."""
+    if not outdir.is_dir() or any(p.is_symlink() or not p.is_dir() for p in outdir.rglob("*")):
+        return False
+    for folder in sorted(outdir.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+        folder.rmdir()
+    outdir.rmdir()
+    return True

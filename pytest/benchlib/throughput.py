@@ -44,7 +44,7 @@ def compare(by_variant: dict[str, list[BootRecord]]) -> list[dict[str, object]]:
             ratio = statistics.median(samples) / base if base else None
             base_boots = len(mb_per_s(by_variant.get(BASELINE, [])).get(case, []))
             judged = ratio is not None and min(len(samples), base_boots) >= MIN_BOOTS_TO_JUDGE
-            rows.append({"variant": variant, "threads": case[0], "size": case[1],
+            rows.append({"variant": variant, "threads": case[0], "request_bytes": case[1],
                          "median_mb_s": round(statistics.median(samples), 2),
                          "min_mb_s": round(min(samples), 2), "max_mb_s": round(max(samples), 2),
                          "boots": len(samples),
@@ -53,17 +53,27 @@ def compare(by_variant: dict[str, list[BootRecord]]) -> list[dict[str, object]]:
     return rows
 
 
+def judgement(row: dict[str, object]) -> str:
+    """What the budget made of a row: '', 'over the 10% budget', 'not judged: ...'."""
+    if row["within_budget"] is False:
+        return f"over the {MAX_SLOWDOWN:.0%} budget"
+    if row["within_budget"] is True:
+        return "within budget"
+    if row["ratio_to_stock"] is not None:
+        return f"not judged: fewer than {MIN_BOOTS_TO_JUDGE} boots"
+    return ""
+
+
 def table(rows: list[dict[str, object]]) -> str:
-    head = f"{'variant':8} {'threads':>7} {'size':>6} {'MB/s median [min-max]':>28} {'vs stock':>9}"
-    lines = [f"getrandom() throughput in {PROFILE} (guest, TCG): ", head]
+    width = max([7, *(len(str(r["variant"])) for r in rows)])
+    head = (f"{'variant':{width}} {'threads':>7} {'bytes':>6} {'MB/s median [min-max]':>28} "
+            f"{'vs stock':>9}")
+    lines = [f"getrandom() throughput in {PROFILE} (guest, TCG), per request:", head]
     for r in rows:
         spread = f"{r['median_mb_s']:.2f} [{r['min_mb_s']:.2f}-{r['max_mb_s']:.2f}]"
         ratio = "-" if r["ratio_to_stock"] is None else f"{r['ratio_to_stock']:.3f}"
-        flag = ""
-        if r["within_budget"] is False:
-            flag = f"  over the {MAX_SLOWDOWN:.0%} budget"
-        elif r["within_budget"] is None and r["ratio_to_stock"] is not None:
-            flag = f"  not judged: fewer than {MIN_BOOTS_TO_JUDGE} boots"
-        lines.append(f"{r['variant']:8} {r['threads']:>7} {r['size']:>6} {spread:>28} "
-                     f"{ratio:>9}{flag}")
+        flag = judgement(r)
+        flag = f"  {flag}" if flag and flag != "within budget" else ""
+        lines.append(f"{r['variant']:{width}} {r['threads']:>7} {r['request_bytes']:>6} "
+                     f"{spread:>28} {ratio:>9}{flag}")
     return "\n".join(lines)
