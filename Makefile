@@ -40,25 +40,43 @@ DISTRO_DEB := build/distro/linux-image-cloud-amd64.deb
 distro-kernel: setup
 	@scripts/fetch-distro-kernel.sh
 
-run: build
-	cd pytest && $(PYTHON) -m benchlib.run --no-build $(RUN_ARGS)
+# The bench's commands run from the directory make was called from (with -C: the
+# repository), benchlib on PYTHONPATH: a relative path in RUN_ARGS, SOAK_ARGS or
+# PYTEST_ARGS is the caller's. Each command checks its arguments first
+# (benchlib/options.py), so that a bad one costs seconds, not a 35-minute build;
+# then the build, then the boots.
+BENCH := PYTHONPATH=$(CURDIR)/pytest$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m
+# These build nothing: they check, print the plan, list, or use the kernels as built.
+RUN_BUILDS_NOTHING := $(filter --dry-run --no-build --list-profiles,$(RUN_ARGS))
+
+run: setup
+	$(BENCH) benchlib.run --check-only $(RUN_ARGS)
+	$(if $(RUN_BUILDS_NOTHING),,@$(MAKE) --no-print-directory build)
+	$(BENCH) benchlib.run --no-build $(RUN_ARGS)
 
 # The ini file and rootdir are pinned: an option value such as "--kernel /boot/X"
-# must not make pytest take /boot as its rootdir (and miss conftest.py).
-test: build distro-kernel
-	$(PYTHON) -m pytest -c tox.ini --rootdir=. $(PYTEST_ARGS)
+# must not make pytest take /boot as its rootdir (and miss conftest.py); -p loads
+# the options before pytest first reads the command line (bench_options.py).
+PYTEST := $(PYTHON) -m pytest -c tox.ini --rootdir=. -p bench_options
+
+test: setup
+	$(PYTEST) --check-args $(PYTEST_ARGS)
+	@$(MAKE) --no-print-directory build distro-kernel
+	$(PYTEST) $(PYTEST_ARGS)
 
 # The suite on Debian's cloud kernel, as shipped: its modules packed per profile,
 # the tests of the bench's own kernels deselected, the default budgets judged,
 # skips only where its config lacks an option.
 cloud-test: build distro-kernel
-	$(PYTHON) -m pytest -c tox.ini --rootdir=. --kernel-deb $(DISTRO_DEB) \
+	$(PYTEST) --kernel-deb $(DISTRO_DEB) \
 		--budget vm-definitions/budgets.toml $(PYTEST_ARGS)
 
 # Flake rate: every TCG profile × stock and crng, 20 boots each (about 30 minutes).
 SOAK_ARGS ?=
-soak: build
-	cd pytest && $(PYTHON) -m benchlib.soak $(SOAK_ARGS)
+soak: setup
+	$(BENCH) benchlib.soak --check-only $(SOAK_ARGS)
+	@$(MAKE) --no-print-directory build
+	$(BENCH) benchlib.soak $(SOAK_ARGS)
 
 # Debug kernels (kernel/configs/flavours/debug.config: lockdep, KASAN, ...) of every
 # variant but the test-only ones, and the test that boots them with CPU hotplug
@@ -67,7 +85,7 @@ soak: build
 DEBUG_VARIANTS := $(filter-out test-%,$(VARIANTS))
 debug-test: build
 	@for v in $(DEBUG_VARIANTS); do kernel/build.sh $$v+debug || exit 1; done
-	$(PYTHON) -m pytest -c tox.ini --rootdir=. --debug-kernels -k debug_kernel $(PYTEST_ARGS)
+	$(PYTEST) --debug-kernels -k debug_kernel $(PYTEST_ARGS)
 
 check-patches:
 	@scripts/check-patches.sh

@@ -1,17 +1,45 @@
-"""The bench's pytest options, as a plugin that tox.ini loads with -p.
+"""The bench's pytest options, as a plugin: `make test` loads it with
+`-p bench_options`, and conftest.py names it in `pytest_plugins`.
 
-They cannot live in conftest.py: pytest reads the command line once before it
-loads any conftest, and takes the value of an option it does not know yet as a
-test path. With '--kernel /boot/vmlinuz-X' it then loads conftests from /boot
-instead of the repository's, and fails with "unrecognized arguments: --kernel".
-A plugin named with -p is loaded before that first reading. conftest.py (the
-fixtures) documents each option.
+Both, because neither is enough alone. pytest reads the command line once before
+it loads any conftest, and takes the value of an option it does not know yet as a
+test path: with '--kernel /boot/vmlinuz-X' it then loads conftests from /boot
+instead of the repository's, and fails with "unrecognized arguments: --kernel". A
+plugin named with -p is loaded before that first reading, but only if it can be
+imported then, i.e. with the repository's root on sys.path: `python3 -m pytest`
+from the root has it there, `pytest-3` and any run from pytest/ do not, and
+pytest 7.2 applies the `pythonpath` ini option only after the -p plugins. So
+tox.ini does not name it (a plugin that cannot be imported stops pytest), the
+Makefile does (it runs pytest from the root), and conftest.py loads it wherever
+pytest is started: `pytest -k vmbus` works from the root and from pytest/, and a
+path outside the repository after a space (`--kernel /boot/X`) needs `make test`,
+`-p bench_options`, or `--kernel=/boot/X`. conftest.py (the fixtures) documents
+each option.
+
+Every option is checked before anything is collected, built or booted
+(benchlib/options.py, as the main job's): a bad value is a usage error (pytest's
+exit status 4; `make test` exits 2) naming the option and the value, and relative
+paths are resolved against the directory pytest was started from.
+`--check-args` stops there: `make test` runs it before it builds.
 """
 from __future__ import annotations
 
+import argparse
+import sys
 from pathlib import Path
+from typing import Optional, Union
 
 import pytest
+
+# benchlib, for the checks: conftest.py puts it on sys.path too, but later.
+sys.path.insert(0, str(Path(__file__).resolve().parent / "pytest"))
+
+from benchlib import options  # noqa: E402
+from benchlib.errors import BenchError  # noqa: E402
+
+# The dests of this plugin's options: the only ones the checks read and rewrite.
+DESTS = ("kernel", "modules", "kernel_deb", "profile", "profiles_dir", "boots", "accel",
+         "libvirt_uri", "jobs_per_host", "libvirt_pool", "reap", "budget", "debug_kernels")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -48,3 +76,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--debug-kernels", action="store_true",
                     help="run the debug-kernel tests (lockdep/KASAN builds of every "
                          "variant, built by 'make debug-test')")
+    group.addoption("--check-args", action="store_true",
+                    help="check the bench's options and stop: nothing is collected or "
+                         "booted ('make test' runs this before it builds)")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> Optional[Union[int, pytest.ExitCode]]:
+    """The bench's options, checked and normalised (repeats dropped, paths made
+    absolute) before the session starts; a bad one is a usage error naming it."""
+    if config.option.help:
+        return None
+    ours = argparse.Namespace(**{dest: getattr(config.option, dest) for dest in DESTS})
+    try:
+        options.check(ours, config.invocation_params.dir)
+    except BenchError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    for dest in DESTS:
+        setattr(config.option, dest, getattr(ours, dest))
+    if config.option.check_args:
+        print("bench: arguments ok")
+        return 0
+    return None

@@ -31,6 +31,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "pytest"))
 
+# The options (bench_options.py), wherever pytest is started: tox.ini cannot name
+# the plugin, which pytest-3 or a run from pytest/ could not import (see its
+# docstring); `make test` also loads it with -p. Loaded once either way.
+pytest_plugins = ("bench_options",)
+
 import libvirt  # noqa: E402
 
 from benchlib import budgets, paths  # noqa: E402

@@ -20,6 +20,8 @@ from benchlib.crngstate import parse_crng_state
 from benchlib.profiles import profiles_with, quiet_profiles
 from benchlib.record import BootRecord
 
+pytestmark = pytest.mark.crng
+
 VARIANT = "crng"
 # Profiles (by capability) where interrupts are the only entropy source (states 1
 # and 2 must both print), and those where a source credits the input pool directly

@@ -53,6 +53,7 @@ def test_distro_kernel_gets_virtio_rng_from_its_modules(boot_guest, cloud_kernel
     assert [m.split("-", 1)[1] for m in loaded(record)][-2:] == ["virtio_pci.ko", "virtio_rng.ko"]
 
 
+@pytest.mark.vmbus
 def test_distro_kernel_brings_up_vmbus_from_its_module(boot_guest, cloud_kernel) -> None:
     """hv_vmbus as a module: VMBus connects, its interrupts have their HYP row, and the
     direct-mode timers and the TSC page it sets up are in use."""

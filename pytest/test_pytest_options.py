@@ -28,9 +28,11 @@ BY_NAME = "pytest/test_vmbus_qemu.py::test_vmbus_invariant_tsc_only_where_profil
 
 
 def child_pytest(*args: str, results: Path) -> subprocess.CompletedProcess:
+    """pytest as `make test` runs it: from the root, the ini file and rootdir
+    pinned, the options plugin loaded with -p."""
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-c", "tox.ini", "--rootdir=.", "-q",
-         "-p", "no:cacheprovider", *args],
+        [sys.executable, "-m", "pytest", "-c", "tox.ini", "--rootdir=.", "-p", "bench_options",
+         "-q", "-p", "no:cacheprovider", *args],
         cwd=paths.REPO, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S,
         env={**os.environ, "RESULTS_DIR": str(results)})
 
@@ -48,9 +50,15 @@ def team_dir(tmp_path: Path) -> Path:
                                     "--profiles-dir"])
 def test_options_take_a_path_outside_the_repository_after_a_space(
         option: str, team_dir: Path, tmp_path: Path) -> None:
+    # The path must exist (the options are checked before anything is collected),
+    # a folder for --modules; nothing reads the file while collecting.
     value = team_dir if option == "--profiles-dir" else tmp_path / "anything"
     if option == "--budget":
         value.write_text('[ready_s]\ntcg-quiet = 5.0\n')
+    elif option == "--modules":
+        value.mkdir()
+    elif option != "--profiles-dir":
+        value.write_bytes(b"")
     result = child_pytest("--collect-only", option, str(value), results=tmp_path / "results")
     assert result.returncode == 0 and "collected" in result.stdout, \
         f"{option} {value}: {result.stdout[-2000:]}{result.stderr[-2000:]}"
@@ -92,6 +100,7 @@ USER_KERNEL_TESTS = ("test_vmbus_guest_finds_hyperv_and_vmbus[custom-hyperv]",
 def test_user_kernel_deselects_the_bench_kernels_tests(tmp_path: Path) -> None:
     """With --kernel, the tests of the bench's own kernels are deselected (never
     skips that would hide in the count), and the header says why."""
+    (tmp_path / "bzImage").write_bytes(b"")     # must exist; collecting never reads it
     result = child_pytest("--collect-only", "--kernel", str(tmp_path / "bzImage"),
                           "pytest/test_crng.py", "pytest/test_vmbus.py",
                           "pytest/test_vmbus_qemu.py", results=tmp_path / "results")
@@ -106,3 +115,48 @@ def test_user_kernel_deselects_the_bench_kernels_tests(tmp_path: Path) -> None:
                         results=tmp_path / "results")
     for name in BENCH_KERNEL_TESTS:
         assert name in ours.stdout, f"{name} not collected for the bench's kernels"
+
+
+# Debian's pytest scripts, where installed: they do not put the working directory
+# on sys.path, as `python3 -m pytest` does.
+PYTEST_SCRIPTS = [s for s in ("pytest-3", "pytest") if shutil.which(s)]
+
+
+def collected(command: list[str], cwd: Path, tmp_path: Path) -> set[str]:
+    """The node ids `command --collect-only -q` prints (relative to the rootdir,
+    the repository, wherever it ran); the run must exit 0."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")}
+    result = subprocess.run([*command, "--collect-only", "-q", "-p", "no:cacheprovider"],
+                            cwd=cwd, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S,
+                            env={**env, "RESULTS_DIR": str(tmp_path / "results")})
+    assert result.returncode == 0, \
+        f"{' '.join(command)} in {cwd}: exit {result.returncode}\n" \
+        f"{result.stdout[-2000:]}{result.stderr[-2000:]}"
+    return {line for line in result.stdout.splitlines() if "::" in line}
+
+
+def test_hyperv_bus_selection_works_from_the_root_and_from_pytest_dir(tmp_path: Path) -> None:
+    # (Named without "vmbus": -k vmbus would select this test too.)
+    """`pytest -k vmbus` as the README writes it, from the root (python3 -m pytest and
+    Debian's scripts) and from pytest/, collects one non-empty set; `-m vmbus` the
+    same tests but those -k picks only by a parameter id (the novmbus patch's lint)."""
+    python = [sys.executable, "-m", "pytest"]
+    from_root = collected([*python, "-k", "vmbus"], paths.REPO, tmp_path)
+    assert any(i.startswith("pytest/test_vmbus.py::") for i in from_root), from_root
+    assert any(i.startswith("pytest/test_vmbus_qemu.py::") for i in from_root), from_root
+    assert collected([*python, "-k", "vmbus"], paths.REPO / "pytest", tmp_path) == from_root
+    for script in PYTEST_SCRIPTS:
+        assert collected([script, "-k", "vmbus"], paths.REPO, tmp_path) == from_root, script
+        assert collected([script, "-k", "vmbus"], paths.REPO / "pytest", tmp_path) \
+            == from_root, script
+    named = {i for i in from_root if "vmbus" in i.split("::")[-1].split("[")[0]}
+    assert collected([*python, "-m", "vmbus"], paths.REPO, tmp_path) == named
+    by_id_only = from_root - named
+    assert all(i.startswith("pytest/test_patches.py::") for i in by_id_only), by_id_only
+
+
+def test_variant_marker_selects_its_module(tmp_path: Path) -> None:
+    """-m crng: every test of pytest/test_crng.py, and nothing else."""
+    python = [sys.executable, "-m", "pytest"]
+    marked = collected([*python, "-m", "crng"], paths.REPO, tmp_path)
+    assert marked and marked == collected([*python, "pytest/test_crng.py"], paths.REPO, tmp_path)

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from benchlib import paths
+from benchlib import report_json
 from benchlib.profiles import profiles_with
 
 MILESTONE = "throwaway ready"
@@ -63,6 +64,7 @@ def run(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess:
                           timeout=SUBPROCESS_TIMEOUT_S, env={**os.environ, **env})
 
 
+@pytest.mark.vmbus
 def test_variant_added_as_data_is_built_booted_reported_and_vmbus_tested(
         throwaway_variant: str, run_dir: Path, accel: str) -> None:
     name = throwaway_variant
@@ -77,10 +79,14 @@ def test_variant_added_as_data_is_built_booted_reported_and_vmbus_tested(
                  paths.REPO / "pytest", RESULTS_DIR=str(results))
     assert report.returncode == 0, report.stdout[-2000:] + report.stderr[-2000:]
     (outdir,) = [d for d in results.iterdir() if d.is_dir()]
-    cells = json.loads((outdir / "report.json").read_text())["cells"]
+    found = json.loads((outdir / "report.json").read_text())
+    report_json.validate(found)
+    cells = found["cells"]
     assert [(c["variant"], c["verdict"]) for c in cells] == [(name, "ok")], cells
-    assert MILESTONE in cells[0]["times_s"], cells[0]["times_s"]
-    assert MILESTONE in (outdir / "report.txt").read_text().splitlines()[0]
+    (milestone,) = cells[0]["milestones"]
+    assert milestone["name"] == MILESTONE and milestone["printk_s"]["n"] == 1, milestone
+    text = (outdir / "report.txt").read_text()
+    assert f"== {name}: " in text and f"  {MILESTONE}  " in text, text
 
     vmbus = run([sys.executable, "-m", "pytest", "-c", "tox.ini", "--rootdir=.", "-q",
                  "-p", "no:cacheprovider", "-k", f"vmbus and {name}", f"--accel={accel}",

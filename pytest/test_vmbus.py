@@ -32,6 +32,8 @@ from benchlib.vmbus import (HYP_ROW, TICK_PATHS, TSC_PAGE_CLOCKSOURCE, assert_ti
                             assert_vmbus_isr_feeds_rng, current_clocksource, hyp_growth,
                             path_share, row_per_cpu, vmbus_isr_entries, vmbus_share)
 
+pytestmark = pytest.mark.vmbus
+
 PROFILES = profiles_with(hyperv=True, interrupt_only=True)
 MESSAGE_MODE = profiles_with(hyperv=True, interrupt_only=True, stimer_mode="message")
 TSC_PAGE = profiles_with(hyperv=True, interrupt_only=True, reference_tsc=True)

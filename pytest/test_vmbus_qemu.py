@@ -16,6 +16,9 @@ import pytest
 from benchlib import paths
 from benchlib.profiles import get_profile
 
+pytestmark = pytest.mark.vmbus
+
+
 # The reboot loop stops after 3 boots; this caps it on a loaded host.
 REBOOT_WINDOW_S = 180
 

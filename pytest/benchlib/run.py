@@ -2,7 +2,7 @@
 
   python3 -m benchlib.run [--variant V ...] [--profile P ...] [--boots N] [--cap S]
                           [--accel auto|kvm|tcg] [--kernel PATH [--modules DIR]]
-                          [--kernel-deb PKG.deb] [--no-build] [--dry-run]
+                          [--kernel-deb PKG.deb] [--no-build] [--dry-run] [--check-only]
                           [--profiles-dir DIR] [--list-profiles]
                           [--libvirt-uri URI ...] [--jobs-per-host N] [--libvirt-pool NAME]
                           [--no-clones] [--no-throughput] [--no-entropy]
@@ -13,6 +13,11 @@ verdict is not ok (a boot or task failed, a boot gave no data, the median time t
 ready is over the profile's budget, a clone check could not run) or a variant's
 getrandom() throughput is over its budget; 2 on bad input. Whether a cell is
 clone-safe is a finding, reported, not a verdict.
+
+Every argument is checked before anything is built or booted (benchlib/options.py:
+ranges, repeats dropped, relative paths resolved against the current directory).
+--check-only stops there; --dry-run also prints the plan and its time estimate
+(benchlib/plan.py).
 """
 from __future__ import annotations
 
@@ -43,10 +48,12 @@ from .record import BootRecord
 from .remote import DEFAULT_POOL
 from .kernels import kernel_version, variant_kernel
 from .profiles import Profile, all_profiles, get_profile, use_directory
-from .report import Cell, not_ok, write
+from .report import Cell, not_ok, over_budget, remove_if_empty, run_failed, write
+from .report_json import run_meta
 from .userkernel import KernelUnderTest, user_kernel
 from .variants import load as load_variant, known_variants
 from . import budgets, clones, entropy_plots, entropy_report, measure, report_html, throughput
+from . import options, plan
 
 # The workload of a matrix boot: the probe with a blocking reader, as an early
 # boot with one process waiting for randomness would have, then the guest stays
@@ -61,8 +68,10 @@ ENTROPY_TASK = "entropy_capture"
 DEFAULT_CAP_S = 300
 
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="bench", description=__doc__.splitlines()[0])
+def parse_args(argv: list[str], cwd: Optional[Path] = None) -> argparse.Namespace:
+    """The arguments, checked (benchlib/options.py): relative paths resolved
+    against cwd (default: the current directory, make's: where make was called)."""
+    parser = options.ArgumentParser(prog="bench", description=__doc__.splitlines()[0])
     parser.add_argument("--variant", action="append", default=[],
                         help="kernel variant(s) (default: every variant in kernel/patches)")
     parser.add_argument("--kernel", type=Path, help="also boot this bzImage (as 'custom')")
@@ -99,7 +108,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--no-clones", action="store_true",
                         help="skip the clone check (one guest per cell saved past two minutes "
                              "and restored twice: the report's clone-safe column)")
-    parser.add_argument("--dry-run", action="store_true", help="check the arguments and stop")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="check the arguments, print the plan (boots, cells, time "
+                             "estimate) and stop: nothing is built or booted")
+    parser.add_argument("--check-only", action="store_true",
+                        help="check the arguments as --dry-run does and stop without a word "
+                             "(make run does this before it builds)")
     parser.add_argument("--profiles-dir", type=Path,
                         help="read the profiles from DIR instead of vm-definitions/ (the same "
                              "templating rules, checked at load)")
@@ -108,7 +122,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                              "not, and stop")
     parser.add_argument("--reap", action="store_true",
                         help="destroy bench-* domains left running by a killed run")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    args.variant = args.variant or known_variants()
+    options.check(args, cwd or Path.cwd())
+    return args
 
 
 def progress(message: str) -> None:
@@ -142,16 +159,12 @@ def list_profiles(profiles: list[Profile], accel: str, why: str) -> None:
         print(f"{profile.name:<{width}}  {runs}\n{'':<{width}}  {profile.description}")
 
 
-# Clone cases at once: their guests mostly wait for the late save point.
-CLONE_WORKERS = 6
-
-
 def check_clones(cells: list[Cell], kernels: dict[str, Path],
                  users: Optional[KernelUnderTest], accel: str, conn: object,
                  outdir: Path) -> None:
     """The clone-safe column: per cell that ran, one guest saved past two minutes of
-    uptime and restored twice (benchlib/clones.py), CLONE_WORKERS at a time. A case
-    that could not be run is a failure of its cell."""
+    uptime and restored twice (benchlib/clones.py), several at a time. A case that
+    could not be run is a failure of its cell."""
     by_key = {f"{c.variant}/{c.profile}": c for c in cells if not c.skipped}
     cases = {}
     for key, cell in by_key.items():
@@ -166,10 +179,10 @@ def check_clones(cells: list[Cell], kernels: dict[str, Path],
     if not cases:
         return
     started = time.monotonic()
+    at_once = clones.CONCURRENT_CASES
     progress(f"clone check: {len(cases)} cell(s), each one guest saved at "
-             f"{clones.LATE_SAVE_UPTIME_S} s of uptime and restored twice, {CLONE_WORKERS} at a "
-             f"time (about {clones.LATE_SAVE_UPTIME_S * -(-len(cases) // CLONE_WORKERS) / 60:.0f}"
-             " min or more)")
+             f"{clones.LATE_SAVE_UPTIME_S} s of uptime and restored twice, {at_once} at a time "
+             f"(about {clones.CASE_WALL_S * -(-len(cases) // at_once) / 60:.0f} min)")
     finished = 0
 
     def done(key: str, result: object) -> None:
@@ -179,7 +192,7 @@ def check_clones(cells: list[Cell], kernels: dict[str, Path],
         progress(f"[clone {finished}/{len(cases)}] {key}: {said} "
                  f"({time.monotonic() - started:.0f} s)")
 
-    for key, result in clones.run_cases(conn, cases, CLONE_WORKERS, done).items():
+    for key, result in clones.run_cases(conn, cases, clones.CONCURRENT_CASES, done).items():
         cell = by_key[key]
         if isinstance(result, clones.CloneOutcome):
             cell.clone_safe, cell.clone = result.verdict(), result.summary()
@@ -192,7 +205,7 @@ def main(argv: list[str]) -> int:
     args = parse_args(argv)
     if args.profiles_dir:
         use_directory(args.profiles_dir)
-    if args.list_profiles:
+    if args.list_profiles and not args.check_only:
         profiles = list(all_profiles().values())
         list_profiles(profiles, *listing_accel(args))
         return 0
@@ -208,8 +221,13 @@ def main(argv: list[str]) -> int:
         users = user_kernel(args.kernel, args.modules, args.kernel_deb, unpack_root)
         progress(f"kernel 'custom': {users.describe()}")
     budget_s = {} if args.no_budget else budgets.load(args.budget)
+    if args.check_only:
+        return 0
     if args.dry_run:
-        print(f"profiles: {' '.join(p.name for p in profiles)}; variants: {' '.join(variants)}")
+        labels = variants + ([users.label] if users is not None else [])
+        print(f"profiles: {' '.join(p.name for p in profiles)}; variants: {' '.join(labels)}")
+        print(plan.describe(args, profiles, labels, len(args.libvirt_uri or [DEFAULT_URI]),
+                            clones.CONCURRENT_CASES))
         return 0
     if not args.no_build:
         for variant in variants:
@@ -219,9 +237,11 @@ def main(argv: list[str]) -> int:
     if users is not None:
         kernels[users.label] = users.image
 
+    # The folder is made once the hosts answer: a run that cannot start leaves none.
+    pool = HostPool(args.libvirt_uri, args.jobs_per_host, args.libvirt_pool)
     outdir = paths.RESULTS_DIR / time.strftime("%Y%m%d-%H%M%S")
     outdir.mkdir(parents=True, exist_ok=True)
-    pool = HostPool(args.libvirt_uri, args.jobs_per_host, args.libvirt_pool)
+    atexit.register(remove_if_empty, outdir)   # a run stopped before any boot leaves none
     conn = pool.first.conn
     install_signal_handlers()
     for line in clear_stale(pool.hosts, args.reap):
@@ -346,50 +366,45 @@ def main(argv: list[str]) -> int:
             cells += [c for c in bench.values() if c.failures]
     finally:
         pool.close()
-    meta = {"accel": accel, "accel_why": why, "boots": args.boots, "cap_s": args.cap,
+    # report.json's meta block (benchlib/report.schema.json): what any run says of
+    # itself (command, git commit, host, date, QEMU versions), then this run's setup.
+    meta = {**run_meta(argv, cells),
+            "kernels": [{"variant": v, "image": str(k), "version": kernel_version(k)}
+                        for v, k in kernels.items()],
+            "accel": accel, "accel_why": why, "boots_per_cell": args.boots, "cap_s": args.cap,
             "hosts": [h.uri for h in pool.hosts], "jobs_per_host": args.jobs_per_host,
-            "budgets": {"file": None if args.no_budget else str(args.budget), "ready_s": budget_s},
-            "workload": f"tasks={','.join(MATRIX_TASKS)} probe={MATRIX_PROBE_FLAGS}",
-            "kernels": {v: str(k) for v, k in kernels.items()},
-            "kernel_versions": {v: kernel_version(k) for v, k in kernels.items()}}
-    print(write(outdir, cells, meta))
-    html_texts: list[str] = []
-    html_images: list[Path] = []
+            "budgets": {"file": None if args.no_budget else str(args.budget),
+                        "ready": [{"profile": p, "ready_s": s} for p, s in budget_s.items()]},
+            "workload": {"tasks": MATRIX_TASKS, "probe_flags": MATRIX_PROBE_FLAGS}}
+    plots: list[Path] = []
+    plot_notes: list[str] = []
+    try:
+        plots += report_html.milestone_plots(outdir, cells)
+    except ImportError as exc:
+        plot_notes.append(f"Milestone plots not made: {exc} (scripts/setup.sh installs "
+                          "python3-matplotlib)")
+    entropy_cells = None
     if not args.no_entropy:
         captured = [r for c in cells for r in c.records if ENTROPY_TASK in r.tasks]
-        text = entropy_report.table(captured)
+        entropy_cells = entropy_report.cells(captured)
         try:
-            plots = entropy_plots.plot(captured, outdir)
-            html_images += plots
-            text += "\n\nPlots: " + " ".join(p.name for p in plots)
+            plots += entropy_plots.plot(captured, outdir)
         except ImportError as exc:
-            text += f"\n\nPlots not made: {exc} (scripts/setup.sh installs python3-matplotlib)"
-        print("\n" + text)
-        html_texts.append(text)
-        with (outdir / "report.txt").open("a") as report_txt:
-            report_txt.write("\n" + text + "\n")
+            plot_notes.append(f"Entropy plots not made: {exc} (scripts/setup.sh installs "
+                              "python3-matplotlib)")
     if bench_rows:
-        text = throughput.table(bench_rows)
-        print("\n" + text)
-        with (outdir / "report.txt").open("a") as report_txt:
-            report_txt.write("\n" + text + "\n")
         (outdir / "throughput.json").write_text(json.dumps(bench_rows, indent=2) + "\n")
-        html_texts.append(text)
-    try:
-        page = report_html.write(outdir, cells, meta, bench_rows, html_texts, html_images)
-        pages = f", {page.name}"
-    except ImportError as exc:
-        pages = f" (no {report_html.PAGE}: {exc}; scripts/setup.sh installs python3-matplotlib)"
-    print(f"\nreport: {outdir}/report.txt, report.json, junit.xml{pages}; boots: {outdir}/boots/")
-    bad = not_ok(cells)
-    over_budget = [r for r in bench_rows if r["within_budget"] is False]
-    for cell in bad:
+    print(write(outdir, cells, meta, bench_rows, entropy_cells, plots, plot_notes))
+    page = report_html.write(outdir, cells, meta, bench_rows, entropy_cells, plots, plot_notes)
+    print(f"\nreport: {outdir}/report.txt, report.json, junit.xml, {page.name}; "
+          f"boots: {outdir}/boots/")
+    for cell in not_ok(cells):
         print(f"bench: {cell.profile} × {cell.variant}: {cell.verdict()}", file=sys.stderr)
-    for row in over_budget:
+    for row in over_budget(bench_rows):
         print(f"bench: {row['variant']} getrandom() throughput ({row['threads']} threads, "
-              f"{row['size']} B) is {row['ratio_to_stock']} of stock's: over the "
+              f"{row['request_bytes']} B) is {row['ratio_to_stock']} of stock's: over the "
               f"{throughput.MAX_SLOWDOWN:.0%} budget", file=sys.stderr)
-    return 1 if bad or over_budget else 0
+    return 1 if run_failed(cells, bench_rows) else 0
 
 
 if __name__ == "__main__":

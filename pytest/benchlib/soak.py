@@ -2,6 +2,10 @@
 report the flake rate, i.e. boots that failed for any reason but the kernel.
 
   python3 -m benchlib.soak [--boots N] [--variant V ...] [--profile P ...]
+                           [--libvirt-uri URI] [--check-only]
+
+The arguments are checked as the main job's are (benchlib/options.py), and every
+variant's kernel must be built before the first boot.
 
 A boot fails "by the kernel" when the console showed a death string (panic, BUG,
 Oops); any other failure (a stage that never came, a console that closed, a
@@ -10,12 +14,12 @@ target is 0. Exits 1 when any flake was seen.
 """
 from __future__ import annotations
 
-import argparse
 import time
 from collections import Counter
+from pathlib import Path
 
 from .cli import run_main
-from . import measure, paths
+from . import measure, options, paths
 from .console import DEATH_STRINGS
 from .errors import BenchError, BootFailed
 from .guest import BootRequest, boot, install_signal_handlers
@@ -33,14 +37,22 @@ def by_kernel(error: BenchError) -> bool:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="soak", description=__doc__.splitlines()[0])
+    parser = options.ArgumentParser(prog="soak", description=__doc__.splitlines()[0])
     parser.add_argument("--boots", type=int, default=DEFAULT_BOOTS)
     parser.add_argument("--variant", action="append", default=[])
     parser.add_argument("--profile", action="append", default=[])
     parser.add_argument("--libvirt-uri", default="qemu:///system")
+    parser.add_argument("--check-only", action="store_true",
+                        help="check the arguments and stop (make soak does this before it "
+                             "builds; the variants need not be built yet)")
     args = parser.parse_args(argv)
+    args.variant = args.variant or DEFAULT_VARIANTS
+    # Every argument, and every variant's kernel built, before the first boot.
+    options.check(args, Path.cwd(), built=not args.check_only)
+    if args.check_only:
+        return 0
     profiles = args.profile or profiles_with(hyperv=False)
-    variants = args.variant or DEFAULT_VARIANTS
+    variants = args.variant
     outdir = paths.RESULTS_DIR / f"soak-{time.strftime('%Y%m%d-%H%M%S')}"
     conn = connect(args.libvirt_uri)
     install_signal_handlers()

@@ -1,0 +1,318 @@
+"""Bad arguments are refused before anything is built or booted, in one line that
+names the option and the value, by every command: the main job (benchlib.run, as
+the Makefile runs it), the soak (benchlib.soak) and the test suite's options
+(bench_options.py). No guest is booted here; each command runs with BUILD_DIR
+and RESULTS_DIR in a temporary folder, as on a fresh clone, and must leave both
+empty.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from benchlib import options, paths, plan
+from benchlib.errors import BenchError
+from benchlib.kernels import BOOT_HEADER_MAGIC, BOOT_HEADER_MAGIC_OFFSET, variant_kernel
+from benchlib.profiles import get_profile
+
+# A refusal takes a Python start and a few file reads: well under this, even on a
+# loaded 2-core machine (measured: under a second).
+REFUSED_WITHIN_S = 15
+# --dry-run reads the profiles and the variants' fingerprints, nothing more.
+DRY_RUN_WITHIN_S = 60
+QUIET = "tcg-quiet"
+# Numbers out of range, as issue 25 lists them: (arguments, what the line names).
+BAD_NUMBERS = [
+    (["--boots", "0"], "--boots 0"),
+    (["--boots", "-1"], "--boots -1"),
+    (["--cap", "-5"], "--cap -5"),
+    (["--cap", "nan"], "--cap nan"),
+    (["--cap", "inf"], "--cap inf"),
+    (["--timeout", "0"], "--timeout 0"),
+    (["--jobs-per-host", "0"], "--jobs-per-host 0"),
+]
+BAD_URIS = [
+    (["--libvirt-uri", "localhost"], "--libvirt-uri 'localhost'"),
+    (["--libvirt-uri", "qemu:/system"], "--libvirt-uri 'qemu:/system'"),
+    (["--libvirt-uri", "qemu://"], "--libvirt-uri 'qemu://'"),
+]
+# A flavoured variant that nothing built (BUILD_DIR is empty): --no-build refuses it.
+UNBUILT = "stock+debug"
+
+
+@pytest.fixture
+def fresh(tmp_path: Path) -> dict[str, str]:
+    """The environment of a fresh clone: nothing built, no results yet."""
+    for name in ("build", "results"):
+        (tmp_path / name).mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return {**env, "BUILD_DIR": str(tmp_path / "build"), "RESULTS_DIR": str(tmp_path / "results")}
+
+
+def left_behind(env: dict[str, str]) -> list[str]:
+    """Whatever a command made under BUILD_DIR or RESULTS_DIR."""
+    return [str(p) for key in ("BUILD_DIR", "RESULTS_DIR") for p in Path(env[key]).iterdir()]
+
+
+def bench(module: str, args: list[str], env: dict[str, str],
+          cwd: Path = paths.REPO) -> tuple[subprocess.CompletedProcess, float]:
+    """`python3 -m benchlib.MODULE ARGS` as the Makefile runs it: from the directory
+    make was called from, benchlib on PYTHONPATH. Returns the result and its time."""
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env={
+        **env, "PYTHONPATH": str(paths.REPO / "pytest")}, capture_output=True, text=True,
+        timeout=DRY_RUN_WITHIN_S * 2)
+    return result, time.monotonic() - started
+
+
+def assert_refused(result: subprocess.CompletedProcess, elapsed: float, env: dict[str, str],
+                   *named: str) -> str:
+    """Exit 2, one line on stderr naming each of `named`, quickly, nothing left."""
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2, f"exit {result.returncode}: {result.stdout}{result.stderr}"
+    assert len(lines) == 1, f"not one line: {result.stderr}"
+    for text in named:
+        assert text in lines[0], f"{text!r} not in {lines[0]!r}"
+    assert elapsed < REFUSED_WITHIN_S, f"refused after {elapsed:.1f} s"
+    assert not left_behind(env), f"left behind: {left_behind(env)}"
+    return lines[0]
+
+
+def fake_bzimage(path: Path) -> Path:
+    """The smallest file check_bzimage accepts: a boot header, four setup sectors."""
+    image = bytearray(5 * 512)
+    image[BOOT_HEADER_MAGIC_OFFSET:BOOT_HEADER_MAGIC_OFFSET + 4] = BOOT_HEADER_MAGIC
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(bytes(image))
+    return path
+
+
+# --- benchlib.run (make run): the --check-only step before the build, and --dry-run
+
+@pytest.mark.parametrize("step", ["--check-only", "--dry-run"])
+@pytest.mark.parametrize("args,named", BAD_NUMBERS + BAD_URIS,
+                         ids=[n for _, n in BAD_NUMBERS + BAD_URIS])
+def test_run_refuses_a_bad_value_before_building(step: str, args: list[str], named: str,
+                                                 fresh: dict[str, str]) -> None:
+    result, elapsed = bench("benchlib.run", [step, *args], fresh)
+    assert_refused(result, elapsed, fresh, f"bench: {named}")
+
+
+@pytest.mark.parametrize("step", ["--check-only", "--dry-run"])
+def test_run_refuses_an_unbuilt_variant_with_no_build(step: str, fresh: dict[str, str]) -> None:
+    result, elapsed = bench("benchlib.run", [step, "--no-build", "--variant", UNBUILT], fresh)
+    line = assert_refused(result, elapsed, fresh, f"--variant {UNBUILT}", "is missing")
+    assert str(Path(fresh["BUILD_DIR"]) / "kernel" / UNBUILT / "bzImage") in line, line
+
+
+def test_run_resolves_a_relative_path_against_the_callers_directory(
+        tmp_path: Path, fresh: dict[str, str]) -> None:
+    """A relative --kernel is the caller's (make's directory), not pytest/'s: found
+    there, and when it is missing, named resolved."""
+    caller = (tmp_path / "caller").resolve()
+    fake_bzimage(caller / "mine" / "bzImage")
+    result, elapsed = bench("benchlib.run", ["--dry-run", "--variant", "stock", "--profile",
+                                             QUIET, "--kernel", "mine/bzImage"], fresh, caller)
+    assert result.returncode == 0, result.stderr
+    assert f"kernel 'custom': {caller / 'mine' / 'bzImage'}" in result.stderr, result.stderr
+    assert "variants: stock custom" in result.stdout, result.stdout
+    for option in ("--kernel", "--kernel-deb", "--modules", "--budget", "--profiles-dir"):
+        result, elapsed = bench("benchlib.run", ["--check-only", option, "no/such"], fresh,
+                                caller)
+        assert_refused(result, elapsed, fresh, f"bench: {option}: ", f"'{caller}/no/such'")
+
+
+def test_run_drops_repeated_values(fresh: dict[str, str]) -> None:
+    result, _ = bench("benchlib.run", [
+        "--dry-run", "--accel", "tcg", "--profile", QUIET, "--profile", QUIET,
+        "--variant", "stock", "--variant", "stock",
+        "--libvirt-uri", "qemu:///system", "--libvirt-uri", "qemu:///system"], fresh)
+    assert result.returncode == 0, result.stderr
+    assert f"profiles: {QUIET}; variants: stock\n" in result.stdout, result.stdout
+    assert "plan: 3 matrix boots: 1 variant(s) × 1 profile(s) × 3 boot(s), 1 at a time on " \
+           "1 host(s)" in result.stdout, result.stdout
+
+
+def test_run_dry_run_prints_the_plan_quickly_and_builds_nothing(fresh: dict[str, str]) -> None:
+    result, elapsed = bench("benchlib.run", ["--dry-run", "--cap", "60"], fresh)
+    assert result.returncode == 0, result.stderr
+    assert elapsed < DRY_RUN_WITHIN_S, f"--dry-run took {elapsed:.0f} s"
+    out = result.stdout
+    for expected in ("plan: ", " matrix boots: ", " variant(s) × ", " profile(s) × 3 boot(s)",
+                     "accelerator: auto: decided by a probe boot at run time",
+                     "cap: 60 s", f"output: {fresh['RESULTS_DIR']}/",
+                     "estimate: about ", "basis: ", "never booted here", "(assumed)",
+                     "60 s cap if its idle guest waits the cap"):
+        assert expected in out, f"{expected!r} not in:\n{out}"
+    assert not left_behind(fresh), left_behind(fresh)
+
+
+def test_run_that_cannot_reach_its_host_leaves_no_results_folder(tmp_path: Path) -> None:
+    """A failed start (a host that does not answer) is one line, exit 2, and no
+    empty results/<timestamp>/."""
+    try:
+        variant_kernel("stock")
+    except BenchError as exc:
+        pytest.skip(f"needs the built stock kernel (make build): the run gets as far as "
+                    f"opening its hosts only with a kernel to boot ({exc})")
+    results = tmp_path / "results"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    result, elapsed = bench("benchlib.run", [
+        "--no-build", "--variant", "stock", "--profile", QUIET, "--accel", "tcg",
+        "--libvirt-uri", f"qemu+unix:///system?socket={tmp_path}/no-such.sock"],
+        {**env, "RESULTS_DIR": str(results)})
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("bench: cannot connect to libvirt"), \
+        result.stderr
+    assert not results.exists() or not any(results.iterdir()), list(results.iterdir())
+
+
+# --- benchlib.soak (make soak)
+
+@pytest.mark.parametrize("args,named", BAD_NUMBERS[:2] + BAD_URIS[:1],
+                         ids=[n for _, n in BAD_NUMBERS[:2] + BAD_URIS[:1]])
+def test_soak_refuses_a_bad_value_before_building(args: list[str], named: str,
+                                                  fresh: dict[str, str]) -> None:
+    result, elapsed = bench("benchlib.soak", ["--check-only", *args], fresh)
+    assert_refused(result, elapsed, fresh, f"soak: {named}")
+
+
+def test_soak_refuses_an_unbuilt_variant_before_its_first_boot(fresh: dict[str, str]) -> None:
+    result, elapsed = bench("benchlib.soak", ["--variant", UNBUILT], fresh)
+    assert_refused(result, elapsed, fresh, f"soak: --variant {UNBUILT}", "is missing")
+    checked, _ = bench("benchlib.soak", ["--check-only", "--variant", UNBUILT], fresh)
+    assert checked.returncode == 0, "before the build, a known flavour is enough: " \
+                                    + checked.stderr
+
+
+# --- the test suite's options (make test: pytest --check-args before the build)
+
+def suite(args: list[str], env: dict[str, str]) -> tuple[subprocess.CompletedProcess, float]:
+    """pytest as `make test` runs it, with --check-args. Also --collect-only: should
+    the check not stop it, the child collects and runs nothing (never the suite,
+    with this very file in it)."""
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-c", "tox.ini", "--rootdir=.", "-p", "bench_options",
+         "-p", "no:cacheprovider", "--collect-only", "--check-args", *args], cwd=paths.REPO,
+        env=env, capture_output=True, text=True, timeout=DRY_RUN_WITHIN_S * 2)
+    return result, time.monotonic() - started
+
+
+@pytest.mark.parametrize("args,named", [
+    (["--boots", "0"], "--boots 0"),
+    (["--jobs-per-host", "0"], "--jobs-per-host 0"),
+    (["--libvirt-uri", "localhost"], "--libvirt-uri 'localhost'"),
+    (["--kernel", "no/such/bzImage"], f"--kernel: kernel image '{paths.REPO}/no/such/bzImage'"),
+    (["--budget", "no/such.toml"], f"--budget: budget file '{paths.REPO}/no/such.toml'"),
+], ids=["boots", "jobs-per-host", "libvirt-uri", "kernel", "budget"])
+def test_suite_refuses_a_bad_value_before_building(args: list[str], named: str,
+                                                   fresh: dict[str, str]) -> None:
+    """pytest's usage error (its exit status 4; `make test` then exits 2), one line."""
+    result, elapsed = suite(args, fresh)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR, result.stdout + result.stderr
+    assert len(lines) == 1 and lines[0].startswith("ERROR: ") and named in lines[0], lines
+    assert elapsed < REFUSED_WITHIN_S, f"refused after {elapsed:.1f} s"
+    assert not left_behind(fresh), left_behind(fresh)
+
+
+def test_suite_check_args_accepts_good_values(fresh: dict[str, str]) -> None:
+    result, _ = suite(["--boots", "2", "--profile", QUIET, "--profile", QUIET,
+                       "--libvirt-uri", "qemu:///system", "-k", "vmbus"], fresh)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "bench: arguments ok" in result.stdout, result.stdout
+    assert "collected" not in result.stdout, f"it went on to collect: {result.stdout}"
+
+
+# --- the Makefile: the check comes before the build, and --dry-run builds nothing
+
+def make_plan(target: str, **variables: str) -> list[str]:
+    """The commands `make -n TARGET` would run (recursive makes print theirs too)."""
+    result = subprocess.run(["make", "-n", "--no-print-directory", target,
+                             *(f"{k}={v}" for k, v in variables.items())],
+                            cwd=paths.REPO, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.splitlines()
+
+
+def first(lines: list[str], text: str) -> int:
+    return next(i for i, line in enumerate(lines) if text in line)
+
+
+@pytest.mark.parametrize("target,variable,check,runs", [
+    ("run", "RUN_ARGS", "benchlib.run --check-only --boots 2", "benchlib.run --no-build --boots 2"),
+    ("soak", "SOAK_ARGS", "benchlib.soak --check-only --boots 2", "benchlib.soak --boots 2"),
+    ("test", "PYTEST_ARGS", "-p bench_options --check-args --boots 2",
+     "-p bench_options --boots 2"),
+])
+def test_make_checks_the_arguments_before_it_builds(target: str, variable: str, check: str,
+                                                    runs: str) -> None:
+    lines = make_plan(target, **{variable: "--boots 2"})
+    assert first(lines, check) < first(lines, "kernel/build.sh") < first(lines, runs), lines
+    assert not any(line.startswith("cd pytest") for line in lines), lines
+
+
+@pytest.mark.parametrize("no_build", ["--dry-run", "--no-build", "--list-profiles"])
+def test_make_run_builds_nothing_for_a_dry_run(no_build: str) -> None:
+    lines = make_plan("run", RUN_ARGS=no_build)
+    assert not any("build.sh" in line or "make -s -C" in line for line in lines), lines
+    assert any(f"benchlib.run --no-build {no_build}" in line for line in lines), lines
+
+
+# --- the checks themselves
+
+def namespace(**values: object) -> argparse.Namespace:
+    return argparse.Namespace(**values)
+
+
+def test_check_keeps_each_repeated_value_once_in_order(tmp_path: Path) -> None:
+    values = namespace(profile=[QUIET, "tcg-rdrand", QUIET], libvirt_uri=[
+        "qemu:///system", "test:///default", "qemu:///system"], variant=["stock", "stock"])
+    options.check(values, tmp_path)
+    assert values.profile == [QUIET, "tcg-rdrand"]
+    assert values.libvirt_uri == ["qemu:///system", "test:///default"]
+    assert values.variant == ["stock"]
+
+
+@pytest.mark.parametrize("uri", ["qemu:///system", "qemu+ssh://root@host/system",
+                                 "qemu+unix:///system?socket=/run/x.sock", "test:///default"])
+def test_check_accepts_libvirt_uris(uri: str, tmp_path: Path) -> None:
+    options.check(namespace(libvirt_uri=[uri]), tmp_path)
+
+
+def test_check_reads_only_the_options_a_command_has(tmp_path: Path) -> None:
+    values = namespace(boots=2)
+    options.check(values, tmp_path)
+    assert vars(values) == {"boots": 2}
+    with pytest.raises(BenchError, match="--boots 0: must be a whole number"):
+        options.check(namespace(boots=0, cap=float("nan")), tmp_path)
+
+
+def test_plan_costs_a_cell_from_earlier_boots_at_this_cap(tmp_path: Path, monkeypatch) -> None:
+    """An earlier boot that waited its 60 s cap would wait a 300 s one; one that
+    reached its final milestone at 2 s costs what it took."""
+    boots = tmp_path / "20260101-000000" / "boots"
+    for name, variant, wall, reached in (("a", "crng", 66.0, None), ("b", "stock", 10.0, 2.0)):
+        (boots / name).mkdir(parents=True)
+        final = "crng_init 3" if variant == "crng" else "crng init done"
+        (boots / name / "record.json").write_text(json.dumps({
+            "profile": QUIET, "variant": variant, "started_at": 1000.0,
+            "ended_at": 1000.0 + wall, "cmdline": "bench.tasks=probe,until bench.until_cap=60",
+            "milestones_printk_s": {final: reached} if reached else {}}))
+    history = plan.earlier_boots(tmp_path)
+    assert plan.boot_cost(history[(QUIET, "crng")][0], 300) == 306.0
+    assert plan.boot_cost(history[(QUIET, "stock")][0], 300) == 10.0
+    monkeypatch.setattr(paths, "RESULTS_DIR", tmp_path)
+    args = namespace(accel="tcg", boots=1, jobs_per_host=1, cap=300.0, timeout=60.0,
+                     no_entropy=True, no_clones=True, no_throughput=True)
+    text = plan.describe(args, [get_profile(QUIET)], ["crng", "stock"], 1, 6)
+    assert "estimate: about 5 min, builds not counted (basis: 2 of 2 cell(s) costed from " \
+           "2 earlier boot(s)" in text, text
