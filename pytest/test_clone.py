@@ -86,16 +86,12 @@ def clone_outcome(request: pytest.FixtureRequest, host_pool: HostPool, initrd: P
     results: dict[str, object] = {}
 
     def build(variant: str, profile_name: str, point: str) -> CloneCase:
-        profile = get_profile(profile_name)
         if variant == CUSTOM:
             under = kernel_under_test
-            fields = {"modules": under.modules, "kernel_config": under.config}
-            config = under.config
-            return CloneCase(clones.clone_request(profile, under.label, under.image, initrd,
-                                                  run_dir, accel, point, **fields), point,
-                             driver=config is None or config.get("CONFIG_VMGENID") in ("y", "m"))
-        return CloneCase(clones.clone_request(profile, variant, variant_kernel(variant), initrd,
-                                              run_dir, accel, point), point, driver=True)
+            return clones.clone_case(get_profile(profile_name), under.label, under.image,
+                                     initrd, run_dir, accel, point, users=under)
+        return clones.clone_case(get_profile(profile_name), variant, variant_kernel(variant),
+                                 initrd, run_dir, accel, point)
 
     def get(variant: str, profile_name: str, point: str) -> CloneOutcome:
         try:

@@ -36,8 +36,11 @@ from .profiles import Profile
 from .record import KmsgIncomplete, TaskOutput, messages_from, parse_data, read_text
 from .restore import RestoreFailed, SavedGuest, genid
 from .trace import TraceEvent, TraceIncomplete, parse_trace
+from .userkernel import KernelUnderTest
 
 CLONE_TASK = "clone"
+# The kernel option of the generation ID's driver (drivers/virt/vmgenid.c).
+VMGENID_OPTION = "CONFIG_VMGENID"
 # The two clones of one saved image.
 CLONE_SUFFIXES = ("clone-a", "clone-b")
 # Save points. 6.1's reseed interval is max(1 s, uptime / 2) until the uptime
@@ -82,15 +85,22 @@ def clone_trace(variant: str) -> str:
     return variants.load(variant).clone_trace
 
 
-def clone_request(profile: Profile, variant: str, kernel: Path, initrd: Path, outdir: Path,
-                  accel: str, point: str, **fields: object) -> BootRequest:
-    """The boot a clone case starts from: the clone task at this save point, and
-    the variant's clone trace set armed on the command line."""
+def clone_case(profile: Profile, variant: str, kernel: Path, initrd: Path, outdir: Path,
+               accel: str, point: str, users: Optional[KernelUnderTest] = None) -> "CloneCase":
+    """A clone case: the boot it starts from (the clone task at this save point, the
+    variant's clone trace set armed on the command line; a user's kernel with its
+    modules), and whether the kernel has the vmgenid driver (a kernel the bench
+    built does: base.config; a user's, as its config says, or assumed without one)."""
     params = {"clone_at": str(SAVE_AT[point]), "clone_rounds": str(ROUNDS),
               "clone_gap_ms": str(GAP_MS)}
-    return BootRequest(profile=profile, variant=variant, kernel=kernel, initrd=initrd,
-                       outdir=outdir, accel=accel, tasks=[CLONE_TASK], params=params,
-                       trace=clone_trace(variant), timeout_s=READY_CAP_S, **fields)
+    config = users.config if users is not None else None
+    request = BootRequest(profile=profile, variant=variant, kernel=kernel, initrd=initrd,
+                          outdir=outdir, accel=accel, tasks=[CLONE_TASK], params=params,
+                          trace=clone_trace(variant), timeout_s=READY_CAP_S,
+                          modules=users.modules if users is not None else None,
+                          kernel_config=config)
+    return CloneCase(request, point,
+                     driver=config is None or config.get(VMGENID_OPTION) in ("y", "m"))
 
 
 def parse_reads(text: str) -> dict[Read, str]:

@@ -169,13 +169,9 @@ def check_clones(cells: list[Cell], kernels: dict[str, Path],
     cases = {}
     for key, cell in by_key.items():
         modular = users if users is not None and cell.variant == users.label else None
-        fields = {"modules": modular.modules, "kernel_config": modular.config} if modular else {}
-        config = modular.config if modular else None
-        cases[key] = clones.CloneCase(
-            clones.clone_request(get_profile(cell.profile), cell.variant, kernels[cell.variant],
-                                 paths.initramfs(), outdir / "clones", accel, clones.LATE,
-                                 **fields),
-            clones.LATE, driver=config is None or config.get("CONFIG_VMGENID") in ("y", "m"))
+        cases[key] = clones.clone_case(get_profile(cell.profile), cell.variant,
+                                       kernels[cell.variant], paths.initramfs(),
+                                       outdir / "clones", accel, clones.LATE, users=modular)
     if not cases:
         return
     started = time.monotonic()
