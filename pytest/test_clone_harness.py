@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from benchlib import clones, report, report_html, report_json, restore
-from benchlib.clones import CloneOutcome, _view
+from benchlib.clones import CloneOutcome, clone_view
 from benchlib.guest import BootRequest, running_bench_domains
 from benchlib.kernels import variant_kernel
 from benchlib.profiles import get_profile, quiet_profiles
@@ -47,7 +47,7 @@ def clone_log(tmp: Path, label: str, blocks: dict[tuple[int, int], str],
 
 def outcome(tmp: Path, a: dict, b: dict, events: list[tuple[float, str, str]] | None = None,
             genid: bool = False, driver: bool = True, pre: str = "") -> CloneOutcome:
-    views = [_view(label, PREFIX + pre, clone_log(tmp, label, blocks, events or []))
+    views = [clone_view(label, PREFIX + pre, clone_log(tmp, label, blocks, events or []))
              for label, blocks in (("clone-a", a), ("clone-b", b))]
     return CloneOutcome("p", "stock", clones.LATE, genid, driver, tmp, 5.0,
                         {r for r, _ in clones.parse_reads(pre)}, views, [None, None, None])
@@ -102,7 +102,7 @@ def test_clone_harness_incomplete_clone_is_a_problem(tmp_path: Path) -> None:
     path = clone_log(tmp_path, "clone-a", blocks("a"), [])
     path.write_text(path.read_text().replace("@@KMSG_END first_seq=0 next_seq=3 records=3 "
                                              "lost=0\n", ""))
-    view = _view("clone-a", PREFIX, path)
+    view = clone_view("clone-a", PREFIX, path)
     assert any("kernel log" in p for p in view.problems)
 
 

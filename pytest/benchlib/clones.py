@@ -156,7 +156,9 @@ class CloneView:
         return event in self.armed and not any(self.missed.values())
 
 
-def _view(name: str, prefix: str, own_log: Path) -> CloneView:
+def clone_view(name: str, prefix: str, own_log: Path) -> CloneView:
+    """A clone's reads (its own log only: after the restore), and its trace, kernel
+    log and problems (the original's log up to the save, then its own)."""
     own = read_text(own_log)
     whole_log = own_log.with_name("whole-data.log")
     whole_log.write_text(prefix + own)
@@ -288,7 +290,7 @@ def run_case(conn: libvirt.virConnect, request: BootRequest, point: str,
             guest.wait_for("@@END kmsg", CLONE_END_S, log=clone.data_log, gone=clone.gone)
             clones.append(clone)
     save_uptime = float(prefix.split(SAVE_LINE, 1)[1].split()[0])
-    views = [_view(c.name, prefix, c.data_log) for c in clones]
+    views = [clone_view(c.name, prefix, c.data_log) for c in clones]
     return CloneOutcome(profile=request.profile.name, variant=request.variant, point=point,
                         generation_id=request.profile.caps.vm_generation_id, driver=driver,
                         folder=guest.ready.outdir, save_uptime=save_uptime,
