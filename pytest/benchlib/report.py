@@ -437,7 +437,8 @@ def table(cells: list[Cell], outdir: Optional[Path] = None) -> str:
                                      names, short, labels, budget_row)]
     lines += ["", "Legend:", *LEGEND.splitlines()]
     for line in hosts_legend(cells):
-        lines += _fill(line, "    ", "  ")
+        # A host's label and URI stay on one line, however long the URI: the note wraps.
+        lines += _fill(line, "    ", "  ") if line == SHARED_NOTE else [f"  {line}"]
     if notes:
         lines += ["", "Notes:", *notes]
     return "\n".join(lines)
