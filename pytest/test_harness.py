@@ -13,6 +13,7 @@ from benchlib.credit import check_credit_rule, expected_credit, parse_hist, stoc
 from benchlib.guest import TASK_SLACK_S, BootRequest
 from benchlib.paths import PROFILE_DIR
 from benchlib.profiles import PLACEHOLDERS, all_profiles, get_profile
+from benchlib.synthetic import throughput_records
 from benchlib.record import (BootRecord, KmsgIncomplete, TaskOutput, parse_console, parse_data,
                              parse_kmsg)
 from benchlib import report_json, throughput
@@ -226,19 +227,6 @@ def test_harness_a_failed_task_is_no_evidence(tmp_path: Path) -> None:
     with pytest.raises(AssertionError, match="task 'probe' of bench-x ended with rc=1"):
         record.finished_task("probe")
     assert record.finished_task("kmsg").rc == 0
-
-
-def throughput_records(variant: str, mb_s: list[float]) -> list[BootRecord]:
-    """One boot per figure, each with one 1-thread 4 KiB grbench case."""
-    records = []
-    for i, rate in enumerate(mb_s):
-        record = BootRecord(name=f"bench-{variant}-{i}", profile=throughput.PROFILE,
-                            variant=variant, kernel="k", accel="tcg", cmdline="",
-                            console_log=Path("c"), data_log=Path("d"))
-        record.probe = [{"event": "throughput", "threads": "1", "size": "4096",
-                         "bytes": str(int(rate * 1e6)), "seconds": "1.0"}]
-        records.append(record)
-    return records
 
 
 @pytest.mark.parametrize("crng_mb_s, within", [

@@ -28,6 +28,7 @@ import pytest
 
 from benchlib import paths, report, report_html, report_json, throughput
 from benchlib.entropy_report import Behind, EntropyCell
+from benchlib.synthetic import throughput_records
 from benchlib.record import BootRecord, TaskOutput
 from benchlib.report import Cell
 
@@ -86,18 +87,6 @@ def boot(outdir: Path, profile: str, variant: str, n: int, *, reach: int | None 
                     {"event": "entropy_avail", "when": "nonblock_ok", "value": "256"},
                     {"event": "entropy_avail", "when": "end", "value": "?"}]
     return record
-
-
-def throughput_records(variant: str, mb_s: list[float]) -> list[BootRecord]:
-    records = []
-    for i, rate in enumerate(mb_s):
-        record = BootRecord(name=f"bench-{variant}-{i}", profile=throughput.PROFILE,
-                            variant=variant, kernel="k", accel="tcg", cmdline="",
-                            console_log=Path("c"), data_log=Path("d"))
-        record.probe = [{"event": "throughput", "threads": "2", "size": "4096",
-                         "bytes": str(int(rate * 1e6)), "seconds": "1.0"}]
-        records.append(record)
-    return records
 
 
 CLONE_LOGS = ("clones/bench-tcg-quiet-stock-clone-late-1/clone-a",
@@ -163,9 +152,9 @@ def synthetic_entropy() -> list[EntropyCell]:
 
 
 def throughput_rows(crng_mb_s: list[float]) -> list[dict[str, object]]:
-    return throughput.compare({"stock": throughput_records("stock", [100, 90, 110]),
-                               "crng": throughput_records("crng", crng_mb_s),
-                               "lrng": throughput_records("lrng", [99, 98, 101])})
+    return throughput.compare({"stock": throughput_records("stock", [100, 90, 110], threads=2),
+                               "crng": throughput_records("crng", crng_mb_s, threads=2),
+                               "lrng": throughput_records("lrng", [99, 98, 101], threads=2)})
 
 
 def meta_of(cells: list[Cell]) -> dict[str, object]:
