@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build one kernel variant: Debian's linux-source-6.1 + patches/<variant>/series,
-# configured as `make tinyconfig` + configs/base.config (+ configs/<variant>.config).
+# configured as `make tinyconfig` + configs/base.config + configs/userspace.config
+# (+ configs/<variant>.config).
 #
 #   kernel/build.sh VARIANT                 -> $BUILD_DIR/kernel/VARIANT/bzImage
 #   kernel/build.sh VARIANT+FLAVOUR[+...]   -> $BUILD_DIR/kernel/VARIANT+FLAVOUR/bzImage
@@ -97,7 +98,7 @@ for v in "${chain[@]}"; do
 	done
 done
 
-fragments=("$here/configs/base.config")
+fragments=("$here/configs/base.config" "$here/configs/userspace.config")
 for v in "${chain[@]}"; do
 	if [ -f "$here/configs/$v.config" ]; then fragments+=("$here/configs/$v.config"); fi
 done
