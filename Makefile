@@ -11,7 +11,7 @@ VARIANTS := $(notdir $(patsubst %/series,%,$(wildcard kernel/patches/*/series)))
 RUN_ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: all setup build kernels fixtures qemu tools distro-kernel run test cloud-test soak debug-test check-patches clean
+.PHONY: all setup build kernels fixtures qemu tools distro-kernel images run test cloud-test soak debug-test check-patches clean
 
 all: build
 
@@ -40,6 +40,13 @@ DISTRO_DEB := build/distro/linux-image-cloud-amd64.deb
 distro-kernel: setup
 	@scripts/fetch-distro-kernel.sh
 
+# The image tests' root (vm-definitions/images/debian-12-cloud.toml): a Debian 12
+# userspace built once with mmdebstrap from Debian's registry, cached under
+# build/images/roots (benchlib/images.py). `make test` builds it beside the kernels.
+IMAGES ?= debian-12-cloud
+images: setup
+	@PYTHONPATH=$(CURDIR)/pytest $(PYTHON) -m benchlib.images $(IMAGES)
+
 # The bench's commands run from the directory make was called from (with -C: the
 # repository), benchlib on PYTHONPATH: a relative path in RUN_ARGS, SOAK_ARGS or
 # PYTEST_ARGS is the caller's. Each command checks its arguments first
@@ -47,7 +54,7 @@ distro-kernel: setup
 # then the build, then the boots.
 BENCH := PYTHONPATH=$(CURDIR)/pytest$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m
 # These build nothing: they check, print the plan, list, or use the kernels as built.
-RUN_BUILDS_NOTHING := $(filter --dry-run --no-build --list-profiles,$(RUN_ARGS))
+RUN_BUILDS_NOTHING := $(filter --dry-run --no-build --list-profiles --list-images,$(RUN_ARGS))
 
 run: setup
 	$(BENCH) benchlib.run --check-only $(RUN_ARGS)
@@ -59,9 +66,10 @@ run: setup
 # the options before pytest first reads the command line (bench_options.py).
 PYTEST := $(PYTHON) -m pytest -c tox.ini --rootdir=. -p bench_options
 
+# The image's root downloads and unpacks packages while the kernels compile: -j2.
 test: setup
 	$(PYTEST) --check-args $(PYTEST_ARGS)
-	@$(MAKE) --no-print-directory build distro-kernel
+	@$(MAKE) --no-print-directory -j2 build distro-kernel images
 	$(PYTEST) $(PYTEST_ARGS)
 
 # The suite on Debian's cloud kernel, as shipped: its modules packed per profile,

@@ -145,6 +145,19 @@ def kernel_under_test(request: pytest.FixtureRequest,
 
 
 @pytest.fixture(scope="session")
+def cloud_kernel(tmp_path_factory: pytest.TempPathFactory) -> KernelUnderTest:
+    """Debian 12's cloud kernel as it ships (build/distro/, `make distro-kernel`),
+    unpacked for the session: a modular kernel with its own config."""
+    deb = paths.distro_deb()
+    assert deb.is_file(), f"{deb} is missing: 'make distro-kernel' fetches it"
+    kernel = user_kernel(None, None, deb, tmp_path_factory.mktemp("cloud-kernel"))
+    assert kernel.modules is not None and kernel.config is not None, kernel.describe()
+    assert kernel.config.get("CONFIG_HW_RANDOM_VIRTIO") == "m", \
+        f"{deb} builds virtio-rng in: the distro tests want a modular kernel"
+    return kernel
+
+
+@pytest.fixture(scope="session")
 def accel(request: pytest.FixtureRequest, libvirt_conn: libvirt.virConnect,
           initrd: Path, run_dir: Path) -> str:
     mode, why = resolve_accel(request.config.getoption("--accel"), libvirt_conn,

@@ -28,17 +28,6 @@ VIRTIO_PROFILE, HYPERV_PROFILE, INPUT_PROFILE = "tcg-virtio-rng", "hyperv", "tcg
 ELF = b"\x7fELF"
 
 
-@pytest.fixture(scope="module")
-def cloud_kernel(tmp_path_factory: pytest.TempPathFactory) -> KernelUnderTest:
-    deb = paths.distro_deb()
-    assert deb.is_file(), f"{deb} is missing: 'make distro-kernel' fetches it"
-    kernel = user_kernel(None, None, deb, tmp_path_factory.mktemp("cloud-kernel"))
-    assert kernel.modules is not None and kernel.config is not None, kernel.describe()
-    assert kernel.config.get("CONFIG_HW_RANDOM_VIRTIO") == "m", \
-        f"{deb} builds virtio-rng in: this test wants a modular kernel"
-    return kernel
-
-
 def loaded(record) -> list[str]:
     return [line.split()[1] for line in record.finished_task(MODULES_TASK).lines
             if line.startswith("loaded ")]

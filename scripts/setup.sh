@@ -13,7 +13,7 @@ packages=(
 	qemu-system-x86 seabios libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients virtinst
 	libxml2-utils python3-pytest python3-pexpect python3-libvirt busybox-static gcc-multilib
 	python3-matplotlib chromium chromium-driver python3-selenium python3-pytest-xdist
-	python3-jsonschema
+	python3-jsonschema mmdebstrap
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -35,7 +35,7 @@ from .guest import BootRequest
 from .profiles import Profile
 from .record import KmsgIncomplete, TaskOutput, messages_from, parse_data, read_text
 from .restore import RestoreFailed, SavedGuest, genid
-from .trace import TraceEvent, TraceIncomplete, parse_trace
+from .trace import TraceEvent, TraceIncomplete, armed_events, parse_trace
 from .userkernel import KernelUnderTest
 
 CLONE_TASK = "clone"
@@ -176,8 +176,7 @@ def clone_view(name: str, prefix: str, own_log: Path) -> CloneView:
         problems.append("no trace dump (task 'trace' did not finish)")
     else:
         sections = trace.sections()
-        armed = [m.group(1) for m in map(re.compile(r"^[pr]:kprobes/(\w+) ").match,
-                                         sections.get("kprobe_events", [])) if m]
+        armed = armed_events(sections)
         for line in sections.get("kprobe_profile", []):
             words = line.split()
             if len(words) == 3 and words[1].isdigit():

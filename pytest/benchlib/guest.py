@@ -29,7 +29,7 @@ from .kernels import check_bzimage
 from .modules import MODULES_TASK, ModuleTree, initrd_with_modules
 from .kreports import reports
 from .paths import DEFAULT_EMULATOR, FIXTURE_DIR, patched_qemu
-from .profiles import Profile
+from .profiles import Profile, resize_memory
 from .record import (BootRecord, KmsgIncomplete, messages_from, parse_console, parse_data,
                      read_text)
 
@@ -57,14 +57,33 @@ CAPPED_TASKS: dict[str, tuple[str, float]] = {
 }
 
 
-def trace_cmdline(name: str) -> str:
-    """kprobe_event= for a trace set (fixtures/trace-NAME): armed at fs_initcall,
-    before any user space runs; comma-separated fields, ';' between events."""
+# How deep trace sets may include each other ("include NAME" lines).
+TRACE_INCLUDE_DEPTH = 4
+
+
+def trace_events(name: str, depth: int = 0) -> list[str]:
+    """The events of a trace set (fixtures/trace-NAME), in order: its "event" lines,
+    and those of the sets its "include NAME" lines name, where they stand."""
     path = FIXTURE_DIR / f"trace-{name}"
     if not path.is_file():
         raise BenchError(f"unknown trace set '{name}': no {path}")
-    events = [line.split(None, 1)[1].strip() for line in path.read_text().splitlines()
-              if line.startswith("event ")]
+    if depth > TRACE_INCLUDE_DEPTH:
+        raise BenchError(f"trace set '{name}': includes nested deeper than "
+                         f"{TRACE_INCLUDE_DEPTH} (a loop?)")
+    events: list[str] = []
+    for line in path.read_text().splitlines():
+        keyword, _, rest = line.partition(" ")
+        if keyword == "event":
+            events.append(rest.strip())
+        elif keyword == "include":
+            events += trace_events(rest.strip(), depth + 1)
+    return events
+
+
+def trace_cmdline(name: str) -> str:
+    """kprobe_event= for a trace set (fixtures/trace-NAME): armed at fs_initcall,
+    before any user space runs; comma-separated fields, ';' between events."""
+    events = trace_events(name)
     # The global trace clock is printk's (local_clock()), so trace time stamps and
     # kernel log times can be compared. The ring buffer stays one page per CPU
     # until something expands it: naming the boot tracer (nop, the default one)
@@ -96,6 +115,11 @@ class BootRequest:
     # into an initramfs segment of this boot's own (benchlib/modules.py).
     modules: Optional[ModuleTree] = None
     kernel_config: Optional[dict[str, str]] = None
+    # An image boot (benchlib/imageboot.py): initrd is a whole userspace whose
+    # collector prints the init marker once multi-user.target is reached, within
+    # timeout_s; the guest gets memory_mib instead of the profile's memory.
+    image: Optional[str] = None
+    memory_mib: Optional[int] = None
 
     def cmdline(self) -> str:
         bench = {"tasks": ",".join(self.tasks), "variant": self.variant,
@@ -262,6 +286,8 @@ def prepare(conn: libvirt.virConnect, request: BootRequest, streamed: bool = Fal
         name=name, domain_type=domain_type(request.accel), emulator=str(emulator),
         kernel=host_kernel, initrd=host_initrd, cmdline=cmdline,
         console_log=str(console_log), data_log=str(data_log))
+    if request.memory_mib is not None:
+        xml = resize_memory(xml, request.memory_mib)
     if streamed:
         xml = remote.stream_serials(xml)
     (outdir / "domain.xml").write_text(xml)
@@ -289,7 +315,8 @@ def boot(conn: libvirt.virConnect, request: BootRequest,
     session: Optional[ConsoleSession] = None
     data: Optional[remote.DataStream] = None
     stages = boot_stages(request.stage_tasks(with_modules), request.timeout_s + TASK_SLACK_S,
-                         cap_s=request.stage_deadline_s, deadlines=request.task_deadlines())
+                         cap_s=request.stage_deadline_s, deadlines=request.task_deadlines(),
+                         userspace_s=request.timeout_s if request.image else None)
     record.host_slot = lease.slot if lease is not None else None
     record.started_at = time.time()
     try:

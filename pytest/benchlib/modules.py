@@ -194,7 +194,8 @@ def unpack_deb(deb: Path, dest: Path) -> UnpackedDeb:
     return UnpackedDeb(image, ModuleTree(tree_path, release), dest / "boot")
 
 
-def _cpio_entry(name: str, mode: int, data: bytes = b"") -> bytes:
+def cpio_entry(name: str, mode: int, data: bytes = b"") -> bytes:
+    """One newc entry (file, folder or symlink by mode; a link's data is its target)."""
     fields = [0, mode, 0, 0, 1, 0, len(data), 0, 0, 0, 0, len(name) + 1, 0]
     header = CPIO_MAGIC + "".join(f"{f:08x}" for f in fields)
     out = header.encode() + name.encode() + b"\0"
@@ -211,15 +212,15 @@ def segment(tree: ModuleTree, capabilities: Capabilities, profile: str,
                             optional=[d.module for d in wanted if d.needed_by is not None])
     if not order:
         return None
-    out = b"".join(_cpio_entry(d, CPIO_DIR) for d in
+    out = b"".join(cpio_entry(d, CPIO_DIR) for d in
                    ("lib", "lib/modules", GUEST_MODULE_DIR, "etc", "etc/bench"))
     listing = []
     for index, relpath in enumerate(order):
         guest_name = f"{index:02d}-{canonical(relpath)}.ko"
         listing.append(guest_name)
-        out += _cpio_entry(f"{GUEST_MODULE_DIR}/{guest_name}", CPIO_FILE, tree.read(relpath))
-    out += _cpio_entry(GUEST_LOAD_ORDER, CPIO_FILE, ("\n".join(listing) + "\n").encode())
-    return out + _cpio_entry("TRAILER!!!", 0)
+        out += cpio_entry(f"{GUEST_MODULE_DIR}/{guest_name}", CPIO_FILE, tree.read(relpath))
+    out += cpio_entry(GUEST_LOAD_ORDER, CPIO_FILE, ("\n".join(listing) + "\n").encode())
+    return out + cpio_entry("TRAILER!!!", 0)
 
 
 def initrd_with_modules(base: Path, tree: ModuleTree, capabilities: Capabilities,

@@ -11,7 +11,8 @@ test suite's options plugin (bench_options.py) all call check().
               the directory make was called from) and must exist; an error names
               the resolved path
   URIs        --libvirt-uri is scheme://host/path or scheme:///path
-  names       every --profile is in the profile directory; every --variant is a
+  names       every --profile is in the profile directory; every --image is a recipe
+              (vm-definitions/images/NAME.toml, or a .toml path); every --variant is a
               variant (with its flavour, VARIANT+FLAVOUR) kernel/build.sh knows,
               and where nothing will build it (--no-build, the soak's run) one
               whose kernel is built and current
@@ -28,6 +29,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Iterable, NoReturn, Optional
 
+from . import images
 from .budgets import BadBudget
 from .errors import BadKernel, BadProfile, BenchError
 from .kernels import inputs_fingerprint, variant_kernel
@@ -55,7 +57,7 @@ class ArgumentParser(argparse.ArgumentParser):
 # Option (its argparse dest) -> what a value must be.
 WHOLE_AT_LEAST_1 = ("boots", "jobs_per_host")
 POSITIVE_SECONDS = ("cap", "timeout")
-REPEATABLE = ("variant", "profile", "libvirt_uri")
+REPEATABLE = ("variant", "profile", "libvirt_uri", "image")
 # dest -> (error class, what the path is, a file (True) or a folder (False))
 PATHS: dict[str, tuple[type[BenchError], str, bool]] = {
     "kernel": (BadKernel, "kernel image", True),
@@ -155,6 +157,10 @@ def check(values: argparse.Namespace, cwd: Path, built: Optional[bool] = None) -
         all_profiles(profiles_dir)          # BadProfile naming each bad file, one a line
     for name in getattr(values, "profile", None) or []:
         get_profile(name, profiles_dir)     # UnknownProfile naming it and the known ones
+    if getattr(values, "image", None):
+        values.image = [str(cwd / n) if n.endswith(".toml") else n for n in values.image]
+        for name in values.image:
+            images.load(name)               # BadImage naming it and the known ones
     if built is None:
         built = bool(getattr(values, "no_build", False))
     for name in getattr(values, "variant", None) or []:

@@ -200,3 +200,23 @@ def get_profile(name: str, directory: Path | None = None) -> Profile:
     if name not in profiles:
         raise UnknownProfile(f"unknown profile '{name}' (known: {', '.join(profiles)})")
     return profiles[name]
+
+
+def resize_memory(xml: str, mib: int) -> str:
+    """A rendered domain with mib MiB of memory instead of the profile's: <memory>,
+    <currentMemory> if present, and each NUMA cell scaled by the same factor (so
+    that the cells still add up to the whole)."""
+    root = ET.fromstring(xml)
+    memory = root.find("memory")
+    if memory is None:
+        raise BadProfile(f"domain {root.findtext('name')}: no <memory> to resize")
+    scale = {"KiB": 1 / 1024, "MiB": 1, "GiB": 1024}
+    old = float(memory.text or 0) * scale.get(memory.get("unit", "KiB"), 1 / 1024)
+    for element in (memory, root.find("currentMemory")):
+        if element is not None:
+            element.text, element.attrib["unit"] = str(mib), "MiB"
+    for cell in root.iter("cell"):
+        share = float(cell.get("memory", 0)) * scale.get(cell.get("unit", "KiB"), 1 / 1024)
+        cell.set("memory", str(round(mib * share / old)) if old else str(mib))
+        cell.set("unit", "MiB")
+    return ET.tostring(root, encoding="unicode")

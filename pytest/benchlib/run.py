@@ -6,6 +6,7 @@
                           [--profiles-dir DIR] [--list-profiles]
                           [--libvirt-uri URI ...] [--jobs-per-host N] [--libvirt-pool NAME]
                           [--no-clones] [--no-throughput] [--no-entropy]
+                          [--image NAME ...] [--list-images]
 
 Writes results/<timestamp>/: report.txt, report.html, report.json, junit.xml and one folder
 per boot with its domain XML, console log and data log. Exits 1 when a cell's
@@ -13,6 +14,10 @@ verdict is not ok (a boot or task failed, a boot gave no data, the median time t
 ready is over the profile's budget, a clone check could not run) or a variant's
 getrandom() throughput is over its budget; 2 on bad input. Whether a cell is
 clone-safe is a finding, reported, not a verdict.
+
+With --image, the run boots images instead (benchlib/imagerun.py): a real Debian
+userspace per recipe, on every kernel in every profile, a first boot and a second
+one with its saved seed; the report says who waited for randomness and when.
 
 Every argument is checked before anything is built or booted (benchlib/options.py:
 ranges, repeats dropped, relative paths resolved against the current directory).
@@ -52,7 +57,8 @@ from .report import Cell, not_ok, over_budget, remove_if_empty, run_failed, writ
 from .report_json import run_meta
 from .userkernel import KernelUnderTest, user_kernel
 from .variants import load as load_variant, known_variants
-from . import budgets, clones, entropy_plots, entropy_report, measure, report_html, throughput
+from . import budgets, clones, entropy_plots, entropy_report, imagerun, measure, report_html
+from . import throughput
 from . import options, plan
 
 # The workload of a matrix boot: the probe with a blocking reader, as an early
@@ -120,6 +126,12 @@ def parse_args(argv: list[str], cwd: Optional[Path] = None) -> argparse.Namespac
     parser.add_argument("--list-profiles", action="store_true",
                         help="list the profiles, whether each can run on this host and why "
                              "not, and stop")
+    parser.add_argument("--image", action="append", default=[],
+                        help="boot this image (vm-definitions/images/NAME.toml, or a recipe's "
+                             "path) instead of the synthetic matrix: images × kernels × "
+                             "profiles, a first and a second boot each (repeatable)")
+    parser.add_argument("--list-images", action="store_true",
+                        help="list the image recipes and whether their roots are built, and stop")
     parser.add_argument("--reap", action="store_true",
                         help="destroy bench-* domains left running by a killed run")
     args = parser.parse_args(argv)
@@ -205,6 +217,9 @@ def main(argv: list[str]) -> int:
         profiles = list(all_profiles().values())
         list_profiles(profiles, *listing_accel(args))
         return 0
+    if args.list_images and not args.check_only:
+        print(imagerun.list_images())
+        return 0
     profiles = [get_profile(p) for p in args.profile] if args.profile \
         else list(all_profiles().values())
     variants = args.variant or known_variants()
@@ -218,6 +233,10 @@ def main(argv: list[str]) -> int:
         progress(f"kernel 'custom': {users.describe()}")
     budget_s = {} if args.no_budget else budgets.load(args.budget)
     if args.check_only:
+        return 0
+    if args.dry_run and args.image:
+        labels = variants + ([users.label] if users is not None else [])
+        print(imagerun.describe_plan(args.image, profiles, labels))
         return 0
     if args.dry_run:
         labels = variants + ([users.label] if users is not None else [])
@@ -259,6 +278,11 @@ def main(argv: list[str]) -> int:
     try:
         accel, why = resolve_accel(args.accel, conn, paths.initramfs(), outdir)
         progress(f"guests run under {accel.upper()} ({why})")
+        if args.image:
+            meta = {**run_meta(argv, []), "accel": accel, "accel_why": why,
+                    "kernels": [{"variant": v, "image": str(k), "version": kernel_version(k)}
+                                for v, k in kernels.items()]}
+            return imagerun.run(args, profiles, kernels, users, conn, outdir, accel, meta)
         def plan_cell(profile: Profile, variant: str, kernel: Path, tasks: list[str],
                       params: dict[str, str], boots: int = args.boots,
                       trace: str | None = None) -> tuple[Cell, list[BootRequest]]:

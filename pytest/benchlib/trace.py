@@ -25,6 +25,9 @@ class TraceEvent:
     t: float                 # trace clock seconds ("local": sched_clock, as printk)
     event: str
     args: dict[str, str]
+    pid: int = 0             # the task the event ran in
+    comm: str = ""           # its name, as the trace's comm cache had it
+    where: str = ""          # "func+off/size", or "caller+off/size <- func" on return
 
     def int(self, key: str) -> int:
         return int(self.args[key], 0)
@@ -44,7 +47,8 @@ def parse_trace(lines: list[str]) -> list[TraceEvent]:
             continue
         args = dict(word.split("=", 1) for word in match.group("args").split() if "=" in word)
         events.append(TraceEvent(int(match.group("cpu")), float(match.group("ts")),
-                                 match.group("event"), args))
+                                 match.group("event"), args, int(match.group("pid")),
+                                 match.group("comm").strip(), match.group("where")))
     if written is None:
         raise TraceIncomplete("no trace header (entries-in-buffer/entries-written)")
     if written[0] != written[1]:
@@ -67,6 +71,16 @@ def kprobe_misses(sections: dict[str, list[str]]) -> dict[str, int]:
                               "the kprobes' missed hits are unknown")
     return {m.group("event"): int(m.group("missed"))
             for line in sections["kprobe_profile"] if (m := PROFILE_LINE.match(line))}
+
+
+# /sys/kernel/tracing/kprobe_events: "p:kprobes/NAME SYMBOL ARGS", or "rN:kprobes/NAME"
+# for a return probe with N instances.
+ARMED_LINE = re.compile(r"^[pr]\d*:kprobes/(\w+) ")
+
+
+def armed_events(sections: dict[str, list[str]]) -> list[str]:
+    """The kprobe events registered, from a task's kprobe_events section."""
+    return [m.group(1) for m in map(ARMED_LINE.match, sections.get("kprobe_events", [])) if m]
 
 
 def trace_of(sections: dict[str, list[str]]) -> list[TraceEvent]:

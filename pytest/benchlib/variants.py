@@ -47,6 +47,8 @@ class Variant:
     also_ready: tuple[str, ...] = ()  # later milestones that are ready too (skipped states)
     # fixtures/trace-NAME for the clone test: the generation ID's path and the reseeds
     clone_trace: str = "clone-stock"
+    # fixtures/trace-NAME for an image boot: getrandom() calls, waits, credits
+    image_trace: str = "image-stock"
 
     @property
     def ready_milestones(self) -> list[str]:
@@ -120,7 +122,8 @@ def load(name: str) -> Variant:
                    trace=str(data["trace"]), credit_rule=str(data["credit_rule"]),
                    milestones=milestones, parent=data.get("parent"),  # type: ignore[arg-type]
                    also_ready=also_ready,
-                   clone_trace=str(data.get("clone_trace", "clone-stock")))
+                   clone_trace=str(data.get("clone_trace", "clone-stock")),
+                   image_trace=str(data.get("image_trace", "image-stock")))
 
 
 def all_names() -> list[str]:
