@@ -9,7 +9,8 @@ refused before anything starts, naming what its config lacks.
 """
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
@@ -140,11 +141,14 @@ def boot_and_view(conn: libvirt.virConnect, request: BootRequest) -> FirstBoot:
 def run_cases(conn: libvirt.virConnect, cases: list[ImageCase], outdir: Path,
               accel: str, workers: int = BOOTS_AT_ONCE,
               done: Optional[Callable[[str, str], None]] = None) -> dict[str, ImageOutcome]:
-    """Every case's first boot, several at once, then the second boots of the cases
-    that asked for one; each outcome holds what failed, as one line per failure.
-    `done(key, what)` is told of each boot as it ends. An interruption stops every
-    boot at once, and their domains go."""
+    """Every case's first boot, several at once; a case that asked for a second boot
+    gets it as soon as its first is done. Each outcome holds what failed, one line
+    per failure. `done(key, what)` is told of each boot as it ends. An interruption
+    stops every boot at once, and their domains go."""
     outcomes = {case.key: ImageOutcome(case) for case in cases}
+    executor = ThreadPoolExecutor(max_workers=max(1, workers))
+    pending: list[Future[None]] = []
+    lock = threading.Lock()
 
     def one(case: ImageCase, second: bool) -> None:
         outcome = outcomes[case.key]
@@ -165,16 +169,21 @@ def run_cases(conn: libvirt.virConnect, cases: list[ImageCase], outdir: Path,
             said = f"failed: {exc}"
         if done is not None:
             done(case.key, f"{which}: {said}")
+        if not second and case.second_boot and outcome.first is not None:
+            with lock:
+                pending.append(executor.submit(one, case, True))
 
-    waves = [[(c, False) for c in cases],
-             [(c, True) for c in cases if c.second_boot]]
-    executor = ThreadPoolExecutor(max_workers=max(1, workers))
     try:
-        for wave in waves:
-            futures = [executor.submit(one, case, second) for case, second in wave
-                       if not second or outcomes[case.key].first is not None]
-            for future in futures:
-                future.result()
+        with lock:
+            pending += [executor.submit(one, case, False) for case in cases]
+        while True:
+            with lock:
+                running = [f for f in pending if not f.done()]
+            if not running:
+                break
+            wait(running)
+        for future in pending:
+            future.result()
         return outcomes
     except KeyboardInterrupt:
         INTERRUPTED.set()
