@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from benchlib.credit import check_lrng_credit, window_hist
-from benchlib.lrngcheck import assert_each_entry_credited_or_stuck, interrupts_used, windows
+from benchlib.lrngcheck import (assert_each_entry_credited_or_stuck, interrupts_used, seedings,
+                                windows)
 from benchlib.trace import TraceIncomplete, kprobe_misses, parse_trace
 from test_harness import TRACE_HEAD, trace_line
 
@@ -104,3 +105,23 @@ def test_harness_credit_window_is_the_hists_difference() -> None:
     assert window_hist(sections, "stuck", required=False) == []
     with pytest.raises(KeyError, match="no 'hist cred' section"):
         window_hist(sections, "cred")
+
+
+def task_line(task: str, cpu: int, t: float, event: str, args: str) -> str:
+    """A trace line of a named task ("comm-pid"), not of the idle task."""
+    return trace_line(cpu, t, event, args).replace("<idle>-0", task, 1)
+
+
+def test_harness_lrng_a_seeding_is_one_tasks_read_then_injection() -> None:
+    """getpool -> cred -> inject of one pid make one seeding, with the CPU RNG words
+    fetched at getpool; another task's injection in between (the hwrng thread's) is
+    not part of it, nor is an injection with no pool read before it."""
+    words = "arch0=0x1 arch1=0x2 arch2=0x3 arch3=0x4"
+    lines = [task_line("kworker/0:1-12", 0, 1.0, "getpool", words),
+             task_line("hwrng-40", 1, 1.0001, "inject", "bits=512"),
+             task_line("kworker/0:1-12", 0, 1.0002, "cred", "bits=28"),
+             task_line("kworker/0:1-12", 0, 1.0003, "inject", "bits=36"),
+             task_line("addentropy-77", 1, 2.0, "inject", "bits=256")]
+    found = seedings(parse_trace([TRACE_HEAD.format(len(lines), len(lines))] + lines))
+    assert [(s.t, s.words, s.pool_bits, s.credited) for s in found] == [
+        (1.0, (1, 2, 3, 4), 28, 36)]

@@ -23,7 +23,7 @@ import pytest
 from benchlib import lrngcheck, milestones, tracedboot
 from benchlib.ordering import (assert_nonblock_eagain_until_ready, blocking_return_time,
                                ready_position)
-from benchlib.profiles import get_profile, profiles_with, quiet_profiles
+from benchlib.profiles import first_profile, get_profile, profiles_with, quiet_profiles
 from benchlib.record import BootRecord
 
 VARIANT = "lrng"
@@ -33,6 +33,12 @@ HYPERV_INTERRUPT_ONLY = profiles_with(interrupt_only=True, hyperv=True)
 DIRECT_SEED = profiles_with(interrupt_only=False, hyperv=False, numa_nodes=1)
 QUIET = quiet_profiles()
 NUMA = profiles_with(numa_nodes=2, hyperv=False)
+# A guest with the CPU's RNG (RDRAND/RDSEED) and one without, both traced anyway.
+# Ready at once, so that nothing but the writes below is in question.
+WRITES_PROFILE = first_profile(profiles_with(virtio_rng=True, hyperv=False, numa_nodes=1),
+                               "virtio-rng, one NUMA node, no Hyper-V")
+CPU_RNG = first_profile(profiles_with(cpu_rng=True, hyperv=False, numa_nodes=1),
+                        "RDRAND, one NUMA node, no Hyper-V")
 LRNG_TASKS = ("probe", "until", "lrngstate", "crypto")
 
 
@@ -90,6 +96,31 @@ def test_lrng_negative_control_fullbit_fails_the_thresholds(lrng_boot) -> None:
     record = lrng_boot(QUIET[0], FULLBIT)
     with pytest.raises(AssertionError, match="fully seeded after"):
         lrngcheck.assert_stage_thresholds(record)
+
+
+# ---- The CPU's RNG ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("profile", [CPU_RNG, QUIET[0]])
+def test_lrng_seeds_its_primary_drbg_with_the_cpu_rng(lrng_boot, profile: str) -> None:
+    """Each seeding from the noise sources leads with 256 bits of RDRAND/RDSEED output
+    where the guest has them, credited 8 bits with random.trust_cpu=on; zeros and no
+    extra credit where it has none. 6.1's arch_get_random_longs() gives one long per
+    call on x86: a port that asks for four at once gets nothing."""
+    caps = get_profile(profile).caps
+    found = lrngcheck.assert_cpu_rng_in_seedings(lrng_boot(profile), caps.cpu_rng,
+                                                 caps.trusted_rdrand)
+    print(f"\n{profile}: " + "; ".join(map(str, found[:3])))
+
+
+# ---- RNDADDENTROPY ------------------------------------------------------------------------
+
+def test_lrng_rndaddentropy_credits_only_a_whole_write(boot_guest, bench_variant) -> None:
+    """6.1 credits RNDADDENTROPY only once all of the data is in: a write that faults
+    part-way fails with EFAULT and credits nothing (fixtures/addentropy.c)."""
+    record = boot_guest(WRITES_PROFILE, tasks=["addentropy"], variant=bench_variant(VARIANT),
+                        trace=VARIANT)
+    credited = lrngcheck.assert_credited_only_whole_writes(record)
+    print(f"\nbits credited per write: {credited}")
 
 
 # ---- NUMA ------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .record import BootRecord
-from .trace import TRACE_TASK, TraceEvent, kprobe_misses, trace_of
+from .trace import TRACE_TASK, TraceEvent, armed_events, kprobe_misses, trace_of
 
 # The seed's numbers (kernel/patches/lrng): the primary DRBG's stages, by the
 # trace's stage number, and the interrupts each needs in the pool: a pool word
@@ -189,6 +189,120 @@ def assert_stage_thresholds(record: BootRecord) -> list[Window]:
     assert max(stages) == max(STAGE_INTERRUPTS), (
         f"the trace saw stages {stages}, not {STAGE_NAMES[max(STAGE_INTERRUPTS)]}")
     return found
+
+
+# ---- The CPU's RNG ------------------------------------------------------------------
+
+# lrng_pdrbg_seed_internal() puts LRNG_DRBG_SECURITY_STRENGTH_BYTES of the CPU's RNG
+# output in front of the pool's, in one seed buffer: the getpool event fetches those
+# four words from before the pool's part, the inject event the bits the primary DRBG
+# was credited for the whole buffer.
+ARCH_WORDS = ("arch0", "arch1", "arch2", "arch3")
+INJECT = "inject"
+# The seed's estimate for the CPU's RNG: a 32nd of the DRBG's 256-bit security
+# strength, credited only with random.trust_cpu=on.
+ARCH_CREDIT_BITS = 256 >> 5
+
+
+@dataclass(frozen=True)
+class Seeding:
+    """One seeding of the primary DRBG from the internal noise sources."""
+    t: float                # the pool read's start
+    words: tuple[int, ...]  # the CPU RNG's words leading the seed buffer
+    pool_bits: int          # the bits the pool gave (cred)
+    credited: int           # the bits the primary DRBG was credited (inject)
+
+    def __str__(self) -> str:
+        words = " ".join(f"{w:#018x}" for w in self.words)
+        return (f"seeding at {self.t:.3f} s: CPU RNG words {words}, pool {self.pool_bits} "
+                f"bits, credited {self.credited}")
+
+
+def seedings(events: list[TraceEvent]) -> list[Seeding]:
+    """Each traced getpool -> cred -> inject sequence of one task, in order: the
+    three steps of one lrng_pdrbg_seed_internal() call."""
+    started: dict[int, TraceEvent] = {}
+    pool_bits: dict[int, int] = {}
+    found = []
+    for e in events:
+        if e.event == READ_START:
+            started[e.pid] = e
+            pool_bits.pop(e.pid, None)
+        elif e.event == POOL_READ and e.pid in started:
+            pool_bits[e.pid] = e.int("bits")
+        elif e.event == INJECT and e.pid in pool_bits:
+            start = started.pop(e.pid)
+            found.append(Seeding(start.t, tuple(start.int(w) for w in ARCH_WORDS),
+                                 pool_bits.pop(e.pid), e.int("bits")))
+    return found
+
+
+def assert_cpu_rng_in_seedings(record: BootRecord, has_cpu_rng: bool,
+                               trusted: bool) -> list[Seeding]:
+    """Every seeding of the primary DRBG from the internal sources carries the CPU
+    RNG's output where the guest has one: four words, none zero, none seen twice over
+    the boot; none (zeros) where it has none. The credit is the pool's, plus the
+    seed's 8 bits where the CPU's RNG is trusted. Judged on what the trace fetched
+    from the seed buffer, not on the series' own counts."""
+    sections = record.finished_task(TRACE_TASK).sections()
+    armed = armed_events(sections)
+    for name in (READ_START, POOL_READ, INJECT):
+        assert name in armed, f"trace event {name!r} never armed ({record.data_log})"
+    missed = trace_misses(record)
+    found = seedings(trace(record))
+    assert found, f"no seeding of the primary DRBG from its noise sources traced ({record.data_log})"
+    if has_cpu_rng:
+        empty = [s for s in found if not all(s.words)]
+        assert not empty, (f"{len(empty)} of {len(found)} seedings without the CPU RNG's "
+                           f"output, the first: {empty[0]}")
+        words = [w for s in found for w in s.words]
+        assert len(set(words)) == len(words), (
+            f"the CPU RNG's words repeat across {len(found)} seedings: "
+            + "; ".join(map(str, found)))
+    else:
+        filled = [s for s in found if any(s.words)]
+        assert not filled, f"CPU RNG words in a guest without one: {filled[0]}"
+    extra = ARCH_CREDIT_BITS if has_cpu_rng and trusted else 0
+    wrong = [s for s in found if s.credited != s.pool_bits + extra]
+    assert len(wrong) <= missed, (
+        f"{len(wrong)} of {len(found)} seedings not credited the pool's bits"
+        f"{f' + {extra}' if extra else ''}, the first: {wrong[0]}; kprobes missed {missed}")
+    return found
+
+
+# ---- RNDADDENTROPY ---------------------------------------------------------------------
+
+# fixtures/addentropy.c: each write's claim, as 6.1 credits it only for a whole write.
+WRITE_CREDIT_BITS = 256
+
+
+def assert_credited_only_whole_writes(record: BootRecord) -> dict[str, int]:
+    """The whole RNDADDENTROPY write succeeded and was credited its 256 bits once;
+    the one that faulted part-way failed with EFAULT and was credited nothing,
+    though the trace saw its first chunk go in. Judged on the inject events of each
+    writer's pid (kprobe on lrng_pdrbg_inject()); returns the bits per write."""
+    writes = {p["write"]: p for p in record.probe_events("addentropy")}
+    assert set(writes) == {"whole", "fault"}, (
+        f"addentropy reported {sorted(writes)}, not both writes ({record.data_log})")
+    assert writes["whole"]["ret"] == "0", f"the whole write failed: {writes['whole']}"
+    assert writes["fault"]["errno"] == "EFAULT", (
+        f"the faulting write did not fail with EFAULT: {writes['fault']}")
+    sections = record.finished_task(TRACE_TASK).sections()
+    assert INJECT in armed_events(sections), f"trace event {INJECT!r} never armed"
+    missed = kprobe_misses(sections).get(INJECT, 0)
+    assert not missed, f"the {INJECT} kprobe missed {missed} hits: an absence proves nothing"
+    events = trace(record)
+    credited: dict[str, int] = {}
+    for name, write in writes.items():
+        injects = [e for e in events if e.event == INJECT and e.pid == int(write["pid"])]
+        assert injects, (f"no injection traced from the {name} write (pid {write['pid']}): "
+                         "the trace could not have seen its credit")
+        credited[name] = sum(e.int("bits") for e in injects)
+    assert credited["fault"] == 0, (
+        f"the write that failed with EFAULT was credited {credited['fault']} bits")
+    assert credited["whole"] == WRITE_CREDIT_BITS, (
+        f"the whole write was credited {credited['whole']} bits, not {WRITE_CREDIT_BITS}")
+    return credited
 
 
 # ---- NUMA ---------------------------------------------------------------------------

@@ -29,6 +29,7 @@ class Capabilities:
     vcpus: int
     numa_nodes: int
     virtio_rng: bool         # a virtio-rng device (credits the input pool directly)
+    cpu_rng: bool            # RDRAND/RDSEED present (not disabled in the CPU model)
     trusted_rdrand: bool     # RDRAND present and random.trust_cpu=on
     input_devices: bool      # the PS/2 controller is there (no -machine i8042=off)
     hyperv: bool
@@ -62,6 +63,7 @@ def _capabilities(root: ET.Element) -> Capabilities:
         vcpus=int(root.findtext("vcpu") or 1),
         numa_nodes=max(1, len(root.findall("cpu/numa/cell"))),
         virtio_rng=any(r.get("model") == "virtio" for r in root.iterfind("devices/rng")),
+        cpu_rng=not rdrand_off,
         trusted_rdrand=not rdrand_off and "random.trust_cpu=on" in cmdline.split(),
         input_devices="i8042=off" not in qemu_args,
         hyperv=hyperv is not None,
