@@ -18,7 +18,7 @@ from benchlib.record import (BootRecord, KmsgIncomplete, TaskOutput, parse_conso
                              parse_kmsg)
 from benchlib import report_json, throughput
 from benchlib.report import VERDICT, Cell, not_ok, table
-from benchlib.spills import spills
+from benchlib.spills import Spill, spills
 from benchlib.trace import TraceIncomplete, parse_trace
 
 DUMMY = {key: f"/tmp/{key}" for key in PLACEHOLDERS} | {"name": "x", "domain_type": "qemu"}
@@ -241,3 +241,19 @@ def test_harness_throughput_budget_is_judged_on_medians(crng_mb_s: list[float],
     crng = next(r for r in rows if r["variant"] == "crng")
     assert crng["within_budget"] is within, crng
     assert ("over the 10% budget" in throughput.table(rows)) == (within is False)
+
+
+@pytest.mark.parametrize("count, prev_t, decided", [
+    # At or past the threshold, the mix may be a late timer's: a CPU's first
+    # interrupt, or the 1 s flush, may have decided it (seen on a loaded host:
+    # debugfs said flush for a mix of 458 interrupts).
+    (458, None, ("threshold", "first", "flush")),
+    (64, 0.0, ("threshold", "flush")),
+    (64, 1.5, ("threshold",)),
+    # Below it, the trace alone decides.
+    (10, None, ("first", "flush")),
+    (10, 0.5, ("flush",)),
+    (10, 1.5, ("early",)),
+])
+def test_harness_spill_triggers_a_late_mix_can_hide(count: int, prev_t, decided) -> None:
+    assert Spill(cpu=0, t=1.6, count=count, prev_t=prev_t).decided_by(64) == decided

@@ -10,7 +10,7 @@ from __future__ import annotations
 from .crngstate import CrngState, parse_crng_state
 from .ordering import assert_nonblock_eagain_until_ready, blocking_return_time, ready_position
 from .record import BootRecord
-from .spills import FIRST_OR_FLUSH, Spill, credited_bits, first, spills
+from .spills import Spill, credited_bits, first, spills
 from .trace import TRACE_TASK, TraceEvent, trace_of
 
 READY_STATE = 2
@@ -178,7 +178,7 @@ def assert_debugfs_causes_match_trace(record: BootRecord) -> None:
     assert len(recorded) >= len(loads), f"debugfs records {recorded}; the trace {loads}"
     for load, noted in zip(loads, recorded[len(recorded) - len(loads):]):
         seen = load.cause(FAST_LOAD_INTERRUPTS)
-        allowed = ("first", "flush") if seen == FIRST_OR_FLUSH else (seen,)
+        allowed = load.decided_by(FAST_LOAD_INTERRUPTS)
         assert noted.cpu == load.cpu and noted.trigger in allowed, (
             f"debugfs says CPU {noted.cpu} trigger={noted.trigger} for the fast load the "
             f"trace shows on CPU {load.cpu} at {load.t} s: {seen} ({load.count} interrupts, "

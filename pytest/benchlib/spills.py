@@ -39,6 +39,24 @@ class Spill:
     def since_prev_s(self) -> Optional[float]:
         return None if self.prev_t is None else self.t - self.prev_t
 
+    def decided_by(self, threshold: int) -> tuple[str, ...]:
+        """The triggers that can have decided this spill. The kernel decides (and
+        the crng series records why) in add_interrupt_randomness(); the mix the
+        trace sees runs later, from a timer. A spill decided by a CPU's first
+        interrupt or by the 1 s flush, whose timer ran late (a loaded host), is
+        mixed after more interrupts came, at or past the threshold: then the trace
+        cannot rule those out, where it could have held."""
+        seen = self.cause(threshold)
+        if seen == FIRST_OR_FLUSH:
+            return ("first", "flush")
+        if seen != "threshold":
+            return (seen,)
+        if self.prev_t is None:
+            return ("threshold", "first", "flush")
+        if self.since_prev_s >= FLUSH_INTERVAL_S - FLUSH_SLACK_S:
+            return ("threshold", "flush")
+        return ("threshold",)
+
     def cause(self, threshold: int) -> str:
         """'threshold'; 'flush' (1 s after the CPU's previous spill); 'early' (too
         soon: below the threshold, less than 1 s after the previous spill); or
