@@ -11,7 +11,7 @@ VARIANTS := $(notdir $(patsubst %/series,%,$(wildcard kernel/patches/*/series)))
 RUN_ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: all setup build kernels fixtures qemu tools distro-kernel images run test cloud-test soak debug-test check-patches clean
+.PHONY: all setup build kernels fixtures qemu tools distro-kernel images run test cloud-test soak debug-test overhead check-patches clean
 
 all: build
 
@@ -95,6 +95,12 @@ debug-test: build
 	@for v in $(DEBUG_VARIANTS); do kernel/build.sh $$v+debug || exit 1; done
 	$(PYTEST) --debug-kernels -k debug_kernel $(PYTEST_ARGS)
 
+# The harness's per-boot cost against bare QEMU (benchlib/overhead.py): pairs of
+# boots, same kernel, initramfs and command line; figures in results/overhead-*/.
+OVERHEAD_ARGS ?=
+overhead: setup
+	@$(MAKE) --no-print-directory kernels fixtures
+	$(BENCH) benchlib.overhead $(OVERHEAD_ARGS)
 check-patches:
 	@scripts/check-patches.sh
 

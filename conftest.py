@@ -38,12 +38,12 @@ pytest_plugins = ("bench_options",)
 
 import libvirt  # noqa: E402
 
-from benchlib import budgets, paths  # noqa: E402
+from benchlib import budgets, paths, plan  # noqa: E402
 from benchlib.accel import resolve_accel  # noqa: E402
-from benchlib.errors import BadProfile, NeedsKvm, UnknownProfile  # noqa: E402
+from benchlib.errors import BadProfile, Skip, UnknownProfile  # noqa: E402
 from benchlib.errors import BenchError  # noqa: E402
-from benchlib.guest import (BootRequest, boot, check_accel, clear_stale,  # noqa: E402
-                            install_signal_handlers, reap_survivors)
+from benchlib.guest import (boot, clear_stale, install_signal_handlers,  # noqa: E402
+                            reap_survivors)
 from benchlib.hosts import DEFAULT_URI, HostPool  # noqa: E402
 from benchlib.kernels import variant_kernel  # noqa: E402
 from benchlib.profiles import all_profiles, get_profile, use_directory  # noqa: E402
@@ -188,7 +188,9 @@ def boot_guest(libvirt_conn: libvirt.virConnect, host_pool: HostPool, initrd: Pa
                accel: str, run_dir: Path, kernel_under_test: KernelUnderTest,
                request: pytest.FixtureRequest) -> BootFn:
     """boot_guest(profile, tasks=[...], variant=None, kernel=None, under_test=None,
-    **request fields): variant None is the kernel under test (or under_test's).
+    pool=None, **request fields): variant None is the kernel under test (or
+    under_test's); pool, a HostPool of the test's own (more slots) instead of the
+    session's.
 
     Boots one guest and returns its record. A profile this host cannot run, or a
     user's kernel whose config lacks what the boot needs, is a skip that names why;
@@ -197,31 +199,24 @@ def boot_guest(libvirt_conn: libvirt.virConnect, host_pool: HostPool, initrd: Pa
 
     def _boot(profile: str, tasks: list[str], variant: Optional[str] = None,
               kernel: Optional[Path] = None, under_test: Optional[KernelUnderTest] = None,
-              **fields: object) -> BootRecord:
+              pool: Optional[HostPool] = None, **fields: object) -> BootRecord:
         try:
             prof = get_profile(profile)
         except UnknownProfile:
             if profiles_dir is None:
                 raise
             pytest.skip(f"profile '{profile}' is not in --profiles-dir {profiles_dir}")
+        if under_test is None and (variant is None or variant == CUSTOM):
+            under_test = kernel_under_test
         try:
-            check_accel(prof, accel)
-        except NeedsKvm as exc:
+            boot_request = plan.request(prof, outdir=run_dir, accel=accel, tasks=tasks,
+                                        variant=None if under_test else variant,
+                                        kernel=None if under_test else kernel,
+                                        under_test=under_test, initrd=initrd,
+                                        **fields)
+        except Skip as exc:
             pytest.skip(str(exc))
-        if under_test is not None or variant is None or variant == CUSTOM:
-            under_test = under_test or kernel_under_test
-            missing = under_test.missing_options(prof.caps, tasks, fields.get("trace"))
-            if missing:
-                pytest.skip(under_test.skip_reason(profile, missing))
-            variant, kernel = under_test.label, under_test.image
-            fields.setdefault("modules", under_test.modules)
-            fields.setdefault("kernel_config", under_test.config)
-        elif kernel is None:
-            kernel = variant_kernel(variant)
-        boot_request = BootRequest(profile=prof, variant=variant, kernel=kernel,
-                                   initrd=initrd, outdir=run_dir, accel=accel, tasks=tasks,
-                                   **fields)
-        with host_pool.lease() as lease:
+        with (pool or host_pool).lease() as lease:
             return boot(libvirt_conn, boot_request, lease=lease)
 
     return _boot

@@ -47,9 +47,6 @@ repo=$(dirname "$here")
 build_dir=${BUILD_DIR:-$repo/build}
 tarball=${LINUX_TARBALL:-/usr/src/linux-source-6.1.tar.xz}
 jobs=${JOBS:-$(nproc)}
-# Ancestors deeper than this are a mistake (or a cycle) in the parent files.
-max_depth=8
-
 die() { echo "kernel/build.sh: $*" >&2; exit 1; }
 step() { echo "==> [$target] $*" >&2; }
 # First name in a file, ignoring comments and blank lines.
@@ -70,21 +67,12 @@ done
 	|| die "unknown variant '$variant': no $here/patches/$variant/series (known: $(ls "$here/patches" | tr '\n' ' '))"
 [ -f "$tarball" ] || die "kernel source '$tarball' is missing: run 'make setup' (apt-get install linux-source-6.1)"
 
-# The variant and its ancestors, the root first.
-chain=("$variant")
-v=$variant
-while [ -f "$here/patches/$v/parent" ]; do
-	parent=$(first_name "$here/patches/$v/parent")
-	[ -n "$parent" ] || die "$here/patches/$v/parent names no variant"
-	[ -f "$here/patches/$parent/series" ] \
-		|| die "variant '$v' names parent '$parent', which has no $here/patches/$parent/series"
-	[ ${#chain[@]} -lt $max_depth ] || die "variant '$variant' has more than $max_depth ancestors (a cycle?): ${chain[*]}"
-	for c in "${chain[@]}"; do
-		[ "$c" != "$parent" ] || die "the parents of variant '$variant' form a cycle: ${chain[*]} $parent"
-	done
-	chain=("$parent" "${chain[@]}")
-	v=$parent
-done
+# The variant and its ancestors, the root first: benchlib/variants.py reads the
+# parent files (the first name in each, comments and blank lines ignored), for
+# this script and for the harness alike, and names an unknown parent or a cycle.
+chain_names=$(PYTHONPATH="$here/../pytest" /usr/bin/python3 -m benchlib.variants chain "$variant") \
+	|| die "the parents of variant '$variant' (see the line above)"
+mapfile -t chain <<<"$chain_names"
 
 # Patches named by each series, in order; blank lines and comments are skipped.
 patches=()
@@ -138,7 +126,7 @@ fi
 # built (if it is not up to date) and its bzImage linked, not built again.
 if [ -f "$here/patches/$variant/parent" ] && [ "${patch_count[$variant]}" -eq 0 ] \
 	&& [ ! -f "$here/configs/$variant.config" ]; then
-	parent_target=$(first_name "$here/patches/$variant/parent")${target#"$variant"}
+	parent_target=${chain[-2]}${target#"$variant"}
 	flock -u 9
 	"$0" "$parent_target"
 	flock 9
@@ -282,7 +270,7 @@ for top, dirs, files in os.walk("."):
 # they touch rebuilt. The parent is built first if it is not up to date.
 parent_tree=""
 if [ -f "$here/patches/$variant/parent" ] && [ ! -f "$here/configs/$variant.config" ]; then
-	parent_target=$(first_name "$here/patches/$variant/parent")${target#"$variant"}
+	parent_target=${chain[-2]}${target#"$variant"}
 	parent_tree=$(built_tree "$parent_target")
 fi
 # A variant with a base (and no parent) is built on an overlay of the base's tree.

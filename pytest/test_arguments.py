@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from benchlib import options, paths, plan
+from benchlib import dryrun, options, paths
 from benchlib.errors import BenchError
 from benchlib.kernels import BOOT_HEADER_MAGIC, BOOT_HEADER_MAGIC_OFFSET, variant_kernel
 from benchlib.profiles import get_profile
@@ -307,12 +307,12 @@ def test_plan_costs_a_cell_from_earlier_boots_at_this_cap(tmp_path: Path, monkey
             "profile": QUIET, "variant": variant, "started_at": 1000.0,
             "ended_at": 1000.0 + wall, "cmdline": "bench.tasks=probe,until bench.until_cap=60",
             "milestones_printk_s": {final: reached} if reached else {}}))
-    history = plan.earlier_boots(tmp_path)
-    assert plan.boot_cost(history[(QUIET, "crng")][0], 300) == 306.0
-    assert plan.boot_cost(history[(QUIET, "stock")][0], 300) == 10.0
+    history = dryrun.earlier_boots(tmp_path)
+    assert dryrun.boot_cost(history[(QUIET, "crng")][0], 300) == 306.0
+    assert dryrun.boot_cost(history[(QUIET, "stock")][0], 300) == 10.0
     monkeypatch.setattr(paths, "RESULTS_DIR", tmp_path)
     args = namespace(accel="tcg", boots=1, jobs_per_host=1, cap=300.0, timeout=60.0,
                      no_entropy=True, no_clones=True, no_throughput=True)
-    text = plan.describe(args, [get_profile(QUIET)], ["crng", "stock"], 1, 6)
+    text = dryrun.describe(args, [get_profile(QUIET)], ["crng", "stock"], 1, 6)
     assert "estimate: about 5 min, builds not counted (basis: 2 of 2 cell(s) costed from " \
            "2 earlier boot(s)" in text, text

@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from benchlib import clones, report, report_html, report_json, restore
+from benchlib import clones, plan, report, report_html, report_json, restore
 from benchlib.clones import CloneOutcome, clone_view
-from benchlib.guest import BootRequest, running_bench_domains
-from benchlib.kernels import variant_kernel
+from benchlib.guest import running_bench_domains
 from benchlib.profiles import get_profile, quiet_profiles
 from benchlib.report import Cell
 
@@ -144,9 +143,8 @@ def test_clone_harness_clone_summary_fits_the_report_schema(tmp_path: Path) -> N
 def saved_guest(libvirt_conn, initrd: Path, accel: str, run_dir: Path):
     """A started stock guest in a quiet profile, for the error paths (not waited on)."""
     profile = get_profile(quiet_profiles()[0])
-    request = BootRequest(profile=profile, variant="stock", kernel=variant_kernel("stock"),
-                          initrd=initrd, outdir=run_dir, accel=accel, tasks=["clone"],
-                          params={"clone_at": "600"})
+    request = plan.request(profile, variant="stock", initrd=initrd, outdir=run_dir,
+                           accel=accel, tasks=["clone"], params={"clone_at": "600"})
     guest = restore.SavedGuest(libvirt_conn, request, "restore-errors")
     yield guest
     assert guest.ready.name not in running_bench_domains(libvirt_conn), \

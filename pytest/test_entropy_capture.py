@@ -14,8 +14,7 @@ tools/ea/ea-noniid on samples.bin (benchlib/entropy.py).
 
 The boots are shared: one module-scoped pool boots what the selected tests need,
 in the background while earlier tests run, and each test waits for its own. One
-boot at a time: with two captures at once (CPU-bound guests on this 2-core host)
-`virsh console` lost the guest's last console lines in 3 of 10 boots.
+boot at a time: two captures at once are CPU-bound guests on this 2-core host.
 """
 from __future__ import annotations
 

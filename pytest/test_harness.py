@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from benchlib.console import boot_stages
+from benchlib.stages import boot_stages
 from benchlib.credit import check_credit_rule, expected_credit, parse_hist, stock_spill_credit
-from benchlib.guest import TASK_SLACK_S, BootRequest
+from benchlib import plan
+from benchlib.guest import TASK_SLACK_S
 from benchlib.paths import PROFILE_DIR
 from benchlib.profiles import PLACEHOLDERS, all_profiles, get_profile
 from benchlib.synthetic import throughput_records
@@ -121,8 +122,9 @@ def test_harness_capped_tasks_wait_for_their_cap(params: dict[str, str],
                                                  capture_cap: float) -> None:
     # The entropy capture runs up to its cap and then dumps its samples: the wait
     # for the next stage is that cap plus the slack, whatever the probe's timeout.
-    request = BootRequest(get_profile("tcg-virtio-rng", PROFILE_DIR), "stock", Path("/k"), Path("/i"),
-                          Path("/o"), tasks=["entropy_capture"], params=params)
+    request = plan.request(get_profile("tcg-virtio-rng", PROFILE_DIR), variant="stock",
+                           kernel=Path("/k"), initrd=Path("/i"), outdir=Path("/o"),
+                           tasks=["entropy_capture"], params=params)
     assert request.task_deadlines()["entropy_capture"] == capture_cap + TASK_SLACK_S
 
 

@@ -18,10 +18,9 @@ import time
 
 import pytest
 
-from benchlib import measure
+from benchlib import measure, plan
 from benchlib.credit import CREDIT_RULES, CreditRule
-from benchlib.errors import NeedsKvm
-from benchlib.guest import BootRequest, check_accel
+from benchlib.errors import Skip
 from benchlib.paths import KERNEL_DIR
 from benchlib.procfs import parse_interrupts
 from benchlib.profiles import get_profile, profiles_with
@@ -243,23 +242,16 @@ def test_vmbus_save_restore_keeps_ticking(host_pool, initrd, accel, run_dir, pro
     window: after the restore the guest's synthetic timer keeps ticking (the sleep
     ends, the tasks after it run, the tick row grew on every CPU) and its kernel log
     has no oops."""
-    prof = get_profile(profile)
-    try:
-        check_accel(prof, accel)
-    except NeedsKvm as exc:
-        pytest.skip(str(exc))
     host = host_pool.first
     if not host.shares_files:
         pytest.skip(f"save/restore keeps the saved image and the data log in this run's folder: "
                     f"the first --libvirt-uri must be this machine's own daemon, not {host.uri}")
-    under_test = kernel_under_test      # stock, or the user's kernel
-    missing = under_test.missing_options(prof.caps, ["vmbus"], None)
-    if missing:
-        pytest.skip(under_test.skip_reason(profile, missing))
-    request = BootRequest(profile=prof, variant=under_test.label, kernel=under_test.image,
-                          initrd=initrd, outdir=run_dir, accel=accel, tasks=["vmbus"],
-                          params={"noise": "0", "window": str(SAVE_WINDOW_S)},
-                          modules=under_test.modules, kernel_config=under_test.config)
+    try:
+        request = plan.request(get_profile(profile), under_test=kernel_under_test, initrd=initrd,
+                               outdir=run_dir, accel=accel, tasks=["vmbus"],
+                               params={"noise": "0", "window": str(SAVE_WINDOW_S)})
+    except Skip as exc:
+        pytest.skip(str(exc))
     with host_pool.lease(host), SavedGuest(host.conn, request, "saverestore") as guest:
         data_log = guest.ready.data_log
         guest.wait_for("@@SECTION window_open", SAVE_BOOT_DEADLINE_S)

@@ -50,7 +50,9 @@ CONF
 		mkdir -p /var/cache/libvirt && mount --bind "$d/cache" /var/cache/libvirt
 		mount --bind "$d/log" /var/log/libvirt
 		mount --bind "$d/etc" /etc/libvirt
-		exec libvirtd -d -f /etc/libvirt/libvirtd.conf -p "$d/libvirtd.pid"
+		# Under a reaper that reaps at once, as scripts/setup.sh starts the main one.
+		setsid tini -s -- libvirtd -f /etc/libvirt/libvirtd.conf -p "$d/libvirtd.pid" \
+			</dev/null >>"$d/log/libvirtd-bench.log" 2>&1 &
 	' extra-libvirtd "$dir"
 	for _ in $(seq $((WAIT_S * 5))); do
 		virsh -q -c "$uri" version >/dev/null 2>&1 && break

@@ -11,7 +11,8 @@ from pathlib import Path
 import libvirt
 
 from .errors import BenchError
-from .guest import BootRequest, boot
+from . import plan
+from .guest import boot
 from .kernels import variant_kernel
 from .profiles import get_profile
 
@@ -41,10 +42,9 @@ def probe_kvm(conn: libvirt.virConnect, kernel: Path, initrd: Path,
               outdir: Path) -> tuple[bool, str]:
     if not os.path.exists("/dev/kvm"):
         return False, "no /dev/kvm"
-    request = BootRequest(profile=get_profile(PROBE_PROFILE), variant="kvm-probe",
-                          kernel=kernel, initrd=initrd, outdir=outdir / "kvm-probe",
-                          accel="kvm", tasks=["entropy"],
-                          total_deadline_s=KVM_PROBE_DEADLINE_S)
+    request = plan.request(get_profile(PROBE_PROFILE), variant="kvm-probe", kernel=kernel,
+                           initrd=initrd, outdir=outdir / "kvm-probe", accel="kvm",
+                           tasks=["entropy"], total_deadline_s=KVM_PROBE_DEADLINE_S)
     try:
         boot(conn, request)
     except BenchError as exc:

@@ -28,8 +28,8 @@ from typing import Callable, Optional
 
 import libvirt
 
-from . import variants
-from .console import INTERRUPTED
+from . import plan, variants
+from .stages import INTERRUPTED
 from .errors import BenchError
 from .guest import BootRequest
 from .profiles import Profile
@@ -94,11 +94,11 @@ def clone_case(profile: Profile, variant: str, kernel: Path, initrd: Path, outdi
     params = {"clone_at": str(SAVE_AT[point]), "clone_rounds": str(ROUNDS),
               "clone_gap_ms": str(GAP_MS)}
     config = users.config if users is not None else None
-    request = BootRequest(profile=profile, variant=variant, kernel=kernel, initrd=initrd,
-                          outdir=outdir, accel=accel, tasks=[CLONE_TASK], params=params,
-                          trace=clone_trace(variant), timeout_s=READY_CAP_S,
-                          modules=users.modules if users is not None else None,
-                          kernel_config=config)
+    request = plan.request(profile, variant=variant, kernel=kernel, initrd=initrd,
+                           outdir=outdir, accel=accel, tasks=[CLONE_TASK], params=params,
+                           trace=clone_trace(variant), timeout_s=READY_CAP_S,
+                           modules=users.modules if users is not None else None,
+                           kernel_config=config)
     return CloneCase(request, point,
                      driver=config is None or config.get(VMGENID_OPTION) in ("y", "m"))
 

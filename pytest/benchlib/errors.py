@@ -18,8 +18,17 @@ class BadKernel(BenchError):
     pass
 
 
-class NeedsKvm(BenchError):
+class Skip(BenchError):
+    """A boot this host or this kernel cannot make; the message says why (a test
+    skips with it, a matrix cell is reported skipped with it)."""
+
+
+class NeedsKvm(Skip):
     """A profile needs an accelerator this host does not have."""
+
+
+class MissingOptions(Skip):
+    """A user's kernel lacks options the boot needs (its config says so)."""
 
 
 class BootFailed(BenchError):

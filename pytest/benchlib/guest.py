@@ -13,7 +13,7 @@ import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import libvirt
 
@@ -22,7 +22,9 @@ import libvirt
 libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
 
 from . import remote
-from .console import ConsoleSession, boot_stages
+from .channels import Channels, wire
+from .defaults import GUEST_PARAMS, PROBE_TIMEOUT_S
+from .stages import INTERRUPTED, StageFollower, boot_stages
 from .errors import BadKernel, BenchError, BootFailed, NeedsKvm
 from .hosts import Host, Lease
 from .kernels import check_bzimage
@@ -45,15 +47,19 @@ BASE_CMDLINE = ("console=ttyS0,115200 console=ttynull panic=-1 loglevel=7 "
 TASK_SLACK_S = 60
 # Per-CPU trace buffer for a trace set: spills, credits and reseeds fit many times.
 TRACE_BUFFER = "4M"
+# How often a boot's channels and domain are looked at.
+FOLLOW_POLL_S = 0.1
+# A boot that stays this long in one stage says what it waits for (make run).
+HEARTBEAT_S = 30
 # Tasks the init always runs after the requested ones: the kernel log, whole.
 CLOSING_TASKS = ["kmsg"]
 # Tasks that run up to a cap of their own (a bench.* parameter, with the init's
 # default for it) rather than the probe's timeout: their deadline is that cap
 # plus TASK_SLACK_S (which also covers what the task does after its cap, such
 # as the entropy capture's sample dump).
-CAPPED_TASKS: dict[str, tuple[str, float]] = {
-    "until": ("until_cap", 300),
-    "entropy_capture": ("entropy_cap", 300),
+CAPPED_TASKS: dict[str, str] = {
+    "until": "until_cap",
+    "entropy_capture": "entropy_cap",
 }
 
 
@@ -103,8 +109,8 @@ class BootRequest:
     tasks: list[str] = field(default_factory=lambda: ["probe"])
     params: dict[str, str] = field(default_factory=dict)   # bench.* parameters
     extra_cmdline: str = ""
-    emulator: Optional[Path] = None         # None: choose_emulator() decides
-    timeout_s: float = 60                   # the probe's own limit (bench.timeout)
+    emulator: Optional[Path] = None         # None: choose_emulator() decides (plan.request does)
+    timeout_s: float = PROBE_TIMEOUT_S      # the probe's own limit (bench.timeout)
     stage_deadline_s: Optional[float] = None  # cap on every stage's deadline
     total_deadline_s: Optional[float] = None  # cap on the whole boot
     trace: Optional[str] = None             # a kprobe trace set, dumped as task "trace"
@@ -122,8 +128,11 @@ class BootRequest:
     memory_mib: Optional[int] = None
 
     def cmdline(self) -> str:
+        # Every cap a task of this boot obeys is given, so the init's fallbacks never decide.
+        caps = {param: f"{GUEST_PARAMS[param]:g}" for task, param in CAPPED_TASKS.items()
+                if task in self.tasks}
         bench = {"tasks": ",".join(self.tasks), "variant": self.variant,
-                 "timeout": f"{self.timeout_s:.0f}", **self.params}
+                 "timeout": f"{self.timeout_s:.0f}", **caps, **self.params}
         words = [BASE_CMDLINE] + [f"bench.{k}={v}" for k, v in bench.items()]
         if self.trace:
             words.append(trace_cmdline(self.trace))
@@ -139,8 +148,8 @@ class BootRequest:
 
     def task_deadlines(self) -> dict[str, float]:
         """Tasks that may legitimately take longer than the probe's limit."""
-        return {task: float(self.params.get(param, default)) + TASK_SLACK_S
-                for task, (param, default) in CAPPED_TASKS.items()}
+        return {task: float(self.params.get(param, GUEST_PARAMS[param])) + TASK_SLACK_S
+                for task, param in CAPPED_TASKS.items()}
 
 
 def domain_type(accel: str) -> str:
@@ -288,110 +297,140 @@ def prepare(conn: libvirt.virConnect, request: BootRequest, streamed: bool = Fal
         console_log=str(console_log), data_log=str(data_log))
     if request.memory_mib is not None:
         xml = resize_memory(xml, request.memory_mib)
-    if streamed:
-        xml = remote.stream_serials(xml)
+    xml = wire(xml, console_log, data_log, request.profile.name, streamed)
     (outdir / "domain.xml").write_text(xml)
     return Prepared(name, outdir, kernel, cmdline, xml, console_log, data_log, with_modules)
 
 
-def boot(conn: libvirt.virConnect, request: BootRequest,
-         lease: Optional[Lease] = None) -> BootRecord:
+def boot(conn: libvirt.virConnect, request: BootRequest, lease: Optional[Lease] = None,
+         heartbeat: Optional[Callable[[str], None]] = None) -> BootRecord:
     """Boot once, return the record; raise BenchError (with the stage reached) on failure.
+    heartbeat: told what a boot long in one stage waits for (see follow).
 
     With a lease (benchlib/hosts.py), the boot runs on the lease's host, and on a
-    host that does not share our files through uploads and streams (remote.py)."""
+    host that does not share our files through uploads and streams (remote.py,
+    channels.py)."""
     if lease is not None:
         conn = lease.host.conn
     streamed = lease is not None and not lease.host.shares_files
     ready = prepare(conn, request, streamed, lease)
-    name, outdir, kernel, cmdline = ready.name, ready.outdir, ready.kernel, ready.cmdline
-    console_log, data_log, with_modules = ready.console_log, ready.data_log, ready.with_modules
-    xml_path = outdir / "domain.xml"
-
-    record = BootRecord(name=name, profile=request.profile.name, variant=request.variant,
-                        kernel=str(kernel), accel=request.accel, cmdline=cmdline,
-                        console_log=console_log, data_log=data_log, host=conn.getURI())
-    error: Optional[BenchError] = None
-    session: Optional[ConsoleSession] = None
-    data: Optional[remote.DataStream] = None
-    stages = boot_stages(request.stage_tasks(with_modules), request.timeout_s + TASK_SLACK_S,
-                         cap_s=request.stage_deadline_s, deadlines=request.task_deadlines(),
+    record = BootRecord(name=ready.name, profile=request.profile.name, variant=request.variant,
+                        kernel=str(ready.kernel), accel=request.accel, cmdline=ready.cmdline,
+                        console_log=ready.console_log, data_log=ready.data_log,
+                        host=conn.getURI())
+    stages = boot_stages(request.stage_tasks(ready.with_modules),
+                         request.timeout_s + TASK_SLACK_S, cap_s=request.stage_deadline_s,
+                         deadlines=request.task_deadlines(),
                          userspace_s=request.timeout_s if request.image else None)
+    follower = StageFollower(ready.name, stages, str(ready.console_log),
+                             total_s=request.total_deadline_s)
     record.host_slot = lease.slot if lease is not None else None
     record.started_at = time.time()
+    error: Optional[BenchError] = None
+    channels = Channels(ready.console_log, ready.data_log)
     try:
-        CREATED.append(name)
-        command = ["virsh", "-c", conn.getURI(), "create", str(xml_path), "--console",
-                   "--autodestroy"]
-        if streamed:
-            # Paused until both serial ports are read: see remote.py.
-            session = ConsoleSession(command + ["--paused"], name, str(console_log),
-                                     transcript=True)
-            session.follow(stages[:1], total_s=request.total_deadline_s)
-            dom = conn.lookupByName(name)
-            data = remote.DataStream(conn, dom, data_log)
-            dom.resume()
-            stages = stages[1:]
-        else:
-            session = ConsoleSession(command, name, str(console_log))
-        session.follow(stages, total_s=request.total_deadline_s)
-    except libvirt.libvirtError as exc:
-        error = BootFailed(f"guest {name}: {exc.get_error_message()}",
-                           session.stage if session else "starting", str(console_log))
+        dom = start(conn, ready, channels if streamed else None)
+        follow(dom, channels, follower, heartbeat)
     except BenchError as exc:
         error = exc
     finally:
-        if session is not None:
-            session.close()
-        destroy_if_running(conn, name)
-        if data is not None:
-            data.close()
+        destroy_if_running(conn, ready.name)
+        if error is not None or not follower.finished:
+            channels.drain()        # what the guest wrote last, for the logs
+        channels.close()
         record.ended_at = time.time()
         if lease is not None:
             lease.note_neighbours()
             record.shared_host = lease.shared
-    assert session is not None      # a failed spawn raised above
-    record.stages = session.reached
-    _wait_for_log(console_log)
-    record.tasks, record.probe = parse_data(read_text(data_log))
-    try:
-        record.messages = messages_from(record.tasks)
-    except KmsgIncomplete as exc:
-        if error is None:
-            error = BootFailed(f"guest {name}: {exc} (data log: {data_log})", session.stage,
-                               str(console_log))
-        # A failed boot: what the console caught is better than nothing to read.
-        console_text = read_text(console_log) or (session.transcript_tail() or "")
-        record.messages = parse_console(console_text)
-    (outdir / "record.json").write_text(_json(record))
-    if error is None and with_modules:
-        loaded = record.tasks.get(MODULES_TASK)
-        if loaded is None or loaded.rc != 0:
-            failed = [line for line in (loaded.lines if loaded else []) if line.startswith("failed")]
-            error = BootFailed(f"guest {name}: the modules of {request.modules.path} did not all "
-                               f"load: {'; '.join(failed) or 'no report'} (data log: {data_log})",
-                               session.stage, str(console_log))
-    if error is None and request.fail_on_reports:
-        found = reports(record.messages)
-        if found:
-            more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
-            error = BootFailed(f"guest {name}: the kernel reported '{found[0]}'{more} "
-                               f"(data log: {data_log})", session.stage, str(console_log))
+    record.stages = follower.reached
+    error = _judge(record, request, ready, follower.stage, error)
+    (ready.outdir / "record.json").write_text(_json(record))
     if error is not None:
         raise error
     return record
 
 
-def _wait_for_log(path: Path, settle_s: float = 2.0) -> None:
-    """virtlogd writes the console log asynchronously: give it a moment to flush."""
-    deadline = time.monotonic() + settle_s
-    last = -1
-    while time.monotonic() < deadline:
-        size = path.stat().st_size if path.exists() else -1
-        if size == last and size > 0:
-            return
-        last = size
-        time.sleep(0.1)
+def start(conn: libvirt.virConnect, ready: Prepared, streams: Optional[Channels] = None,
+          autodestroy: bool = True) -> libvirt.virDomain:
+    """Create the domain paused (destroyed with our connection, should this process
+    die, unless it is to be saved: libvirt refuses to save such a domain), wire
+    its channels' streams if it runs on another host, then let it run: its
+    channels hold its output from the first byte. Every bench guest starts here."""
+    CREATED.append(ready.name)
+    flags = libvirt.VIR_DOMAIN_START_PAUSED
+    if autodestroy:
+        flags |= libvirt.VIR_DOMAIN_START_AUTODESTROY
+    try:
+        dom = conn.createXML(ready.xml, flags)
+        if streams is not None:
+            streams.stream_from(conn, dom)
+        dom.resume()
+    except libvirt.libvirtError as exc:
+        raise BootFailed(f"guest {ready.name}: {exc.get_error_message()}", "starting",
+                         str(ready.console_log)) from None
+    return dom
+
+
+def follow(dom: libvirt.virDomain, channels: Channels, follower: StageFollower,
+           heartbeat: Optional[Callable[[str], None]] = None) -> None:
+    """Feed the follower the channels' text until every stage is reached (the
+    domain gone) or it fails; BootFailed when the run is interrupted. heartbeat,
+    if given, hears what the boot waits for every HEARTBEAT_S of one stage."""
+    beat = time.monotonic()
+    last_stage = follower.stage
+    while not follower.step():
+        if follower.stage != last_stage:
+            last_stage, beat = follower.stage, time.monotonic()
+        elif heartbeat is not None and time.monotonic() - beat >= HEARTBEAT_S:
+            beat = time.monotonic()
+            heartbeat(follower.waiting())
+        if INTERRUPTED.is_set():
+            raise BootFailed(f"guest {follower.name}: the run was interrupted",
+                             follower.stage, follower.console_log)
+        time.sleep(FOLLOW_POLL_S)
+        gone = not _active(dom)
+        if gone:
+            channels.drain()
+        follower.console(channels.console.read())
+        follower.data(channels.data.read())
+        if gone:
+            follower.guest_gone()
+
+
+def _active(dom: libvirt.virDomain) -> bool:
+    try:
+        return bool(dom.isActive())
+    except libvirt.libvirtError:
+        return False        # gone: autodestroy or on_poweroff removed it
+
+
+def _judge(record: BootRecord, request: BootRequest, ready: Prepared, stage: str,
+           error: Optional[BenchError]) -> Optional[BenchError]:
+    """The boot's data parsed into the record, and the verdict: the first error
+    (the stages', then a kernel log not whole, modules not loaded, a kernel report)."""
+    name, data_log, console_log = ready.name, ready.data_log, str(ready.console_log)
+    record.tasks, record.probe = parse_data(read_text(data_log))
+    try:
+        record.messages = messages_from(record.tasks)
+    except KmsgIncomplete as exc:
+        if error is None:
+            error = BootFailed(f"guest {name}: {exc} (data log: {data_log})", stage, console_log)
+        # A failed boot: what the console caught is better than nothing to read.
+        record.messages = parse_console(read_text(ready.console_log))
+    if error is None and ready.with_modules:
+        loaded = record.tasks.get(MODULES_TASK)
+        if loaded is None or loaded.rc != 0:
+            failed = [line for line in (loaded.lines if loaded else []) if line.startswith("failed")]
+            error = BootFailed(f"guest {name}: the modules of {request.modules.path} did not all "
+                               f"load: {'; '.join(failed) or 'no report'} (data log: {data_log})",
+                               stage, console_log)
+    if error is None and request.fail_on_reports:
+        found = reports(record.messages)
+        if found:
+            more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+            error = BootFailed(f"guest {name}: the kernel reported '{found[0]}'{more} "
+                               f"(data log: {data_log})", stage, console_log)
+    return error
 
 
 def _json(record: BootRecord) -> str:

@@ -17,8 +17,8 @@ from typing import Callable, Optional
 
 import libvirt
 
-from . import images, kconfig, variants
-from .console import INTERRUPTED
+from . import images, kconfig, plan, variants
+from .stages import INTERRUPTED
 from .errors import BenchError
 from .firstboot import FIRSTBOOT_TASK, FirstBoot, view
 from .guest import BootRequest, boot, trace_events
@@ -118,8 +118,8 @@ class ImageCase:
         return f"{self.recipe.name}{extra}/{self.variant}/{self.profile.name}"
 
     def request(self, outdir: Path, accel: str, seed: Optional[bytes] = None) -> BootRequest:
-        return BootRequest(profile=self.profile, variant=self.variant, kernel=self.kernel,
-                           outdir=outdir, accel=accel,
+        return plan.request(self.profile, variant=self.variant, kernel=self.kernel,
+                            outdir=outdir, accel=accel,
                            **image_fields(self.recipe, self.root, self.variant,
                                           self.under_test, seed,
                                           self.controls))  # type: ignore[arg-type]

@@ -5,6 +5,16 @@ from __future__ import annotations
 
 import re
 
+# The first words of the reports after which a kernel does not go on (a panic) or
+# goes on crippled (an oops, a BUG): on the console they end a boot at once
+# (benchlib/stages.py); in the kmsg dump they are reports of kind "oops" or "bug".
+FATAL_STARTS = ("Kernel panic - not syncing", "Oops: ", "general protection fault", "BUG: ")
+
+
+def _starting(words: tuple[str, ...]) -> str:
+    return "^(?:" + "|".join(re.escape(w) for w in words) + ")"
+
+
 # The first line of each kind of report (the lines after it are its body).
 # The more specific kinds come first: the first that matches names the report.
 REPORT_STARTS = {
@@ -16,9 +26,9 @@ REPORT_STARTS = {
                r"trying to register non-static key)",
     "debugobjects": r"^ODEBUG: ",
     "list": r"^list_(add|del) corruption",
-    "oops": r"^Oops: |^general protection fault|^Kernel panic",
+    "oops": _starting(FATAL_STARTS[:3]),
     "warn": r"^WARNING: CPU: \d+ PID: \d+ at ",
-    "bug": r"^BUG: ",
+    "bug": _starting(FATAL_STARTS[3:]),
 }
 # What a debug kernel prints at boot when each checker is really on: a debug test
 # that does not see them proves nothing.

@@ -16,6 +16,7 @@ from typing import Optional
 
 from . import variants
 from .errors import BadKernel
+from .stages import MARKER_PREFIX
 from .variants import Variant
 
 PRINTK_LINE = re.compile(r"^\[\s*(\d+\.\d+)\] (.*)$")
@@ -207,6 +208,8 @@ def parse_data(text: str) -> tuple[dict[str, TaskOutput], list[dict[str, str]]]:
             current = None
         elif line.startswith("@@PROBE "):
             probe.append(parse_probe_line(line))
+        elif line.startswith(MARKER_PREFIX):
+            continue        # a stage marker (benchlib/stages.py), never a task's output
         elif current is not None:
             current.lines.append(line)
     return tasks, probe

@@ -1,20 +1,14 @@
-"""A host that does not share our files: volumes up, serial ports down, by libvirt.
+"""A host that does not share our files: the kernel and initramfs go up by libvirt.
 
 The kernel and the initramfs go up as storage volumes of the host's pool (default
 "bench"), named by their content's hash so that each is uploaded once per host
-(virStorageVolUpload through a stream). The domain's serial ports become ptys
-without log files, and both are read through libvirt streams into the run's
-folder here: the console by `virsh console` (the session that follows the stages),
-the data channel by a DataStream thread (virDomainOpenConsole). The domain starts
-paused, and runs only once both readers are attached: a pty that no one reads
-drops what the guest writes.
+(virStorageVolUpload through a stream). The serial ports come back down through
+libvirt streams (benchlib/channels.py).
 """
 from __future__ import annotations
 
 import hashlib
-import threading
 import time
-import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Optional
 
@@ -26,13 +20,10 @@ DEFAULT_POOL = "bench"
 UPLOAD_CHUNK = 1 << 20
 # Volume names: what the file is, then the start of its SHA-256.
 DIGEST_CHARS = 20
-DATA_DEVICE = "serial1"
 # A volume without its marker is being uploaded by another process, for at most
 # this long; after that it is taken for a leftover of a killed run.
 UPLOAD_WAIT_S = 120.0
 UPLOAD_POLL_S = 0.5
-# How long the data stream's reader may take to see the end after the domain is gone.
-DRAIN_S = 10.0
 
 
 def find_pool(conn: libvirt.virConnect, name: str) -> libvirt.virStoragePool:
@@ -115,60 +106,3 @@ def upload(conn: libvirt.virConnect, pool_name: str, path: Path, kind: str) -> s
         raise BenchError(f"uploading {path} to '{conn.getURI()}' pool '{pool_name}' "
                          f"failed: {exc.get_error_message()}") from None
     return vol.path()
-
-
-def stream_serials(xml: str) -> str:
-    """The domain XML with every serial port a pty without a log file: the host
-    cannot write into our folders; we read the ports through streams."""
-    root = ET.fromstring(xml)
-    for serial in root.findall("devices/serial"):
-        serial.set("type", "pty")
-        for child in list(serial):
-            if child.tag in ("log", "source"):
-                serial.remove(child)
-    return ET.tostring(root, encoding="unicode")
-
-
-class DataStream:
-    """The data channel (the second serial port) of a domain, read through a
-    libvirt stream into a local file by a thread, until the domain is gone."""
-
-    def __init__(self, conn: libvirt.virConnect, dom: libvirt.virDomain, path: Path) -> None:
-        self.path = path
-        self.error: Optional[str] = None
-        self._ended = False
-        self._stream = conn.newStream(0)
-        dom.openConsole(DATA_DEVICE, self._stream, libvirt.VIR_DOMAIN_CONSOLE_FORCE)
-        self._thread = threading.Thread(target=self._copy, name=f"data-{dom.name()}",
-                                        daemon=True)
-        self._thread.start()
-
-    def _copy(self) -> None:
-        with self.path.open("wb") as out:
-            while True:
-                try:
-                    data = self._stream.recv(UPLOAD_CHUNK)
-                except libvirt.libvirtError as exc:
-                    self.error = exc.get_error_message()
-                    return
-                if not isinstance(data, bytes) or not data:
-                    self._ended = True      # the end of the stream: the domain is gone
-                    return
-                out.write(data)
-                out.flush()
-
-    def close(self) -> None:
-        """Wait for the reader to see the end, then close the stream as the
-        protocol asks: finish after the end, abort only a stream cut short.
-        (Aborting a console stream the daemon has already ended can hang
-        libvirtd 9.0's event loop in virStreamAbort: seen here.)"""
-        self._thread.join(DRAIN_S)
-        try:
-            if self._ended:
-                self._stream.finish()
-            elif not self._thread.is_alive():
-                self._stream.abort()
-            # else: still blocked in recv on a domain that is gone; the daemon ends
-            # the stream, and the thread (a daemon thread) with it.
-        except libvirt.libvirtError:
-            pass

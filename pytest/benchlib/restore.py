@@ -22,6 +22,7 @@ naming the step and the domain.
 """
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import time
 import xml.etree.ElementTree as ET
@@ -31,9 +32,10 @@ from typing import Callable, Optional
 
 import libvirt
 
-from .console import INTERRUPTED
+from .stages import INTERRUPTED
+from .channels import wire
 from .errors import BenchError
-from .guest import CREATED, BootRequest, Prepared, destroy_if_running, prepare
+from .guest import BootRequest, Prepared, destroy_if_running, prepare, start
 from .record import read_text
 
 # How often the host looks at a data log it waits on.
@@ -61,21 +63,10 @@ class Restored:
             return True
 
 
-def clone_xml(saved_xml: str, console_log: Path, data_log: Path) -> str:
+def clone_xml(saved_xml: str, console_log: Path, data_log: Path, profile: str) -> str:
     """The saved image's domain XML with the clone's own console and data logs:
     nothing else may change (see above)."""
-    ET.register_namespace("qemu", "http://libvirt.org/schemas/domain/qemu/1.0")
-    root = ET.fromstring(saved_xml)
-    for serial in root.findall("devices/serial"):
-        target = serial.find("target")
-        port = target.get("port") if target is not None else None
-        log, source = serial.find("log"), serial.find("source")
-        if port == "0" and log is not None:
-            log.set("file", str(console_log))
-        elif port == "1" and source is not None:
-            source.set("path", str(data_log))
-            source.set("append", "off")
-    return ET.tostring(root, encoding="unicode")
+    return wire(saved_xml, console_log, data_log, profile)
 
 
 def genid(dom: libvirt.virDomain) -> Optional[str]:
@@ -102,21 +93,17 @@ class SavedGuest:
 
     def __enter__(self) -> "SavedGuest":
         self.prepared = prepare(self.conn, self.request, kind=self.kind)
-        xml = self.prepared.xml
-        # A restored QEMU reopens the data channel's file: append, never truncate.
-        source = f"<source path='{self.prepared.data_log}'/>"
-        if source not in xml:
-            raise RestoreFailed(f"profile '{self.request.profile.name}': its data channel is "
-                                "not a plain file source, which save/restore needs")
-        xml = xml.replace(source, f"<source path='{self.prepared.data_log}' append='on'/>")
+        # A restored QEMU reopens its channels' files: append, never truncate.
+        xml = wire(self.prepared.xml, self.prepared.console_log, self.prepared.data_log,
+                   self.request.profile.name, append=True)
         (self.prepared.outdir / "domain.xml").write_text(xml)
         self.domains.append(self.prepared.name)
-        CREATED.append(self.prepared.name)
         try:
-            self.dom = self.conn.createXML(xml, 0)
-        except libvirt.libvirtError as exc:
+            self.dom = start(self.conn, dataclasses.replace(self.prepared, xml=xml),
+                             autodestroy=False)
+        except BenchError as exc:
             self.__exit__(None, None, None)
-            raise RestoreFailed(f"start {self.prepared.name}: {exc.get_error_message()}") from None
+            raise RestoreFailed(f"start {self.prepared.name}: {exc}") from None
         return self
 
     def __exit__(self, *_exc: object) -> None:
@@ -184,7 +171,8 @@ class SavedGuest:
         folder.mkdir(exist_ok=True)
         console_log, data_log = folder / "console.log", folder / "data.log"
         try:
-            xml = clone_xml(self.conn.saveImageGetXMLDesc(str(image), 0), console_log, data_log)
+            xml = clone_xml(self.conn.saveImageGetXMLDesc(str(image), 0), console_log, data_log,
+                            self.request.profile.name)
         except libvirt.libvirtError as exc:
             raise RestoreFailed(f"read the domain of {image}: {exc.get_error_message()}") \
                 from None

@@ -22,7 +22,7 @@ one with its saved seed; the report says who waited for randomness and when.
 Every argument is checked before anything is built or booted (benchlib/options.py:
 ranges, repeats dropped, relative paths resolved against the current directory).
 --check-only stops there; --dry-run also prints the plan and its time estimate
-(benchlib/plan.py).
+(benchlib/dryrun.py).
 """
 from __future__ import annotations
 
@@ -41,11 +41,12 @@ from typing import Optional
 
 
 from .cli import run_main
-from .console import INTERRUPTED
+from .defaults import CAP_S, PROBE_TIMEOUT_S
+from .stages import INTERRUPTED
 from . import paths
 from .accel import resolve_accel
-from .errors import BenchError, NeedsKvm
-from .guest import (BootRequest, boot, check_accel, choose_emulator, clear_stale,
+from .errors import BenchError, NeedsKvm, Skip
+from .guest import (BootRequest, boot, choose_emulator, clear_stale,
                     install_signal_handlers, reap_survivors)
 from .hosts import DEFAULT_URI, HostPool
 from .libvirtconn import connect
@@ -59,7 +60,7 @@ from .userkernel import KernelUnderTest, user_kernel
 from .variants import load as load_variant, known_variants
 from . import budgets, clones, entropy_plots, entropy_report, imagerun, measure, report_html
 from . import throughput
-from . import options, plan
+from . import dryrun, options, plan
 
 # The workload of a matrix boot: the probe with a blocking reader, as an early
 # boot with one process waiting for randomness would have, then the guest stays
@@ -71,7 +72,6 @@ MATRIX_PROBE_FLAGS = "b"
 # after its final milestone (benchlib/entropy.py, about 10 s), for the entropy
 # table (benchlib/entropy_report.py).
 ENTROPY_TASK = "entropy_capture"
-DEFAULT_CAP_S = 300
 
 
 def parse_args(argv: list[str], cwd: Optional[Path] = None) -> argparse.Namespace:
@@ -97,11 +97,12 @@ def parse_args(argv: list[str], cwd: Optional[Path] = None) -> argparse.Namespac
     parser.add_argument("--libvirt-pool", default=DEFAULT_POOL,
                         help="storage pool that receives the kernels on hosts that do not "
                              f"share this machine's files (default {DEFAULT_POOL})")
-    parser.add_argument("--timeout", type=float, default=60,
-                        help="seconds the probe waits for the RNG in each boot (default 60)")
-    parser.add_argument("--cap", type=float, default=DEFAULT_CAP_S,
+    parser.add_argument("--timeout", type=float, default=PROBE_TIMEOUT_S,
+                        help="seconds the probe waits for the RNG in each boot "
+                             f"(default {PROBE_TIMEOUT_S})")
+    parser.add_argument("--cap", type=float, default=CAP_S,
                         help="seconds an idle guest may wait for its variant's final "
-                             f"milestone (default {DEFAULT_CAP_S})")
+                             f"milestone (default {CAP_S})")
     parser.add_argument("--budget", type=Path, default=budgets.DEFAULT_FILE,
                         help="time-to-ready budgets per profile (default "
                              "vm-definitions/budgets.toml)")
@@ -141,7 +142,7 @@ def parse_args(argv: list[str], cwd: Optional[Path] = None) -> argparse.Namespac
 
 
 def progress(message: str) -> None:
-    print(f"==> [run] {message}", file=sys.stderr, flush=True)
+    print(f"==> [run {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 def listing_accel(args: argparse.Namespace) -> tuple[str, str]:
@@ -241,7 +242,7 @@ def main(argv: list[str]) -> int:
     if args.dry_run:
         labels = variants + ([users.label] if users is not None else [])
         print(f"profiles: {' '.join(p.name for p in profiles)}; variants: {' '.join(labels)}")
-        print(plan.describe(args, profiles, labels, len(args.libvirt_uri or [DEFAULT_URI]),
+        print(dryrun.describe(args, profiles, labels, len(args.libvirt_uri or [DEFAULT_URI]),
                             clones.CONCURRENT_CASES))
         return 0
     if not args.no_build:
@@ -290,27 +291,20 @@ def main(argv: list[str]) -> int:
             matrix = "until" in tasks
             cell = Cell(profile.name, variant, cap_s=args.cap if matrix else None,
                         budget_s=budget_s.get(profile.name) if matrix else None)
+            modular = users if users is not None and variant == users.label else None
+            requests = []
             try:
-                check_accel(profile, accel)
-            except NeedsKvm as exc:
+                for n in range(1, boots + 1):
+                    capture = [ENTROPY_TASK] if matrix and n == 1 and not args.no_entropy else []
+                    requests.append(plan.request(
+                        profile, outdir=outdir / "boots", accel=accel, tasks=tasks + capture,
+                        variant=None if modular else variant,
+                        kernel=None if modular else kernel, under_test=modular,
+                        params=params, timeout_s=args.timeout, trace=trace))
+            except Skip as exc:
                 cell.skipped = str(exc)
                 progress(f"{profile.name} × {variant}: skipped: {exc}")
                 return cell, []
-            modular = users if users is not None and variant == users.label else None
-            missing = modular.missing_options(profile.caps, tasks, trace) if modular else []
-            if modular and missing:
-                cell.skipped = modular.skip_reason(profile.name, missing)
-                progress(f"{profile.name} × {variant}: skipped: {cell.skipped}")
-                return cell, []
-            requests = []
-            for n in range(1, boots + 1):
-                capture = [ENTROPY_TASK] if matrix and n == 1 and not args.no_entropy else []
-                requests.append(BootRequest(
-                    profile=profile, variant=variant, kernel=kernel, initrd=paths.initramfs(),
-                    outdir=outdir / "boots", accel=accel, tasks=tasks + capture,
-                    params=params, timeout_s=args.timeout, trace=trace,
-                    modules=modular.modules if modular else None,
-                    kernel_config=modular.config if modular else None))
             return cell, requests
 
         def run_cells(plans: list[tuple[Cell, list[BootRequest]]]) -> list[Cell]:
@@ -324,7 +318,7 @@ def main(argv: list[str]) -> int:
 
             def one(request: BootRequest) -> BootRecord:
                 with pool.lease() as lease:
-                    return boot(conn, request, lease=lease)
+                    return boot(conn, request, lease=lease, heartbeat=progress)
 
             with ThreadPoolExecutor(max_workers=pool.slots) as executor:
                 futures = {executor.submit(one, request): (cell, n)

@@ -8,7 +8,7 @@ The arguments are checked as the main job's are (benchlib/options.py), and every
 variant's kernel must be built before the first boot.
 
 A boot fails "by the kernel" when the console showed a death string (panic, BUG,
-Oops); any other failure (a stage that never came, a console that closed, a
+Oops); any other failure (a stage that never came, a guest that ended early, a
 kernel log dump with a gap, a task that failed) is the bench's, a flake. The
 target is 0. Exits 1 when any flake was seen.
 """
@@ -19,21 +19,19 @@ from collections import Counter
 from pathlib import Path
 
 from .cli import run_main
-from . import measure, options, paths
-from .console import DEATH_STRINGS
+from . import measure, options, paths, plan
+from .stages import DEATH
 from .errors import BenchError, BootFailed
-from .guest import BootRequest, boot, install_signal_handlers
-from .kernels import variant_kernel
+from .guest import boot, install_signal_handlers
 from .libvirtconn import connect
 from .profiles import get_profile, profiles_with
 
 DEFAULT_BOOTS = 20
 DEFAULT_VARIANTS = ["stock", "crng"]
-KERNEL_FAULTS = tuple(s.split("[")[0].split("(?m)^")[-1] for s in DEATH_STRINGS[:-1])
 
 
 def by_kernel(error: BenchError) -> bool:
-    return isinstance(error, BootFailed) and any(f in str(error) for f in KERNEL_FAULTS)
+    return isinstance(error, BootFailed) and DEATH.search(str(error)) is not None
 
 
 def main(argv: list[str]) -> int:
@@ -64,10 +62,8 @@ def main(argv: list[str]) -> int:
         for variant in variants:
             for _ in range(args.boots):
                 n += 1
-                request = BootRequest(profile=get_profile(profile), variant=variant,
-                                      kernel=variant_kernel(variant), initrd=paths.initramfs(),
-                                      outdir=outdir, accel="tcg", tasks=["probe"],
-                                      params={"probe": "bi"})
+                request = plan.request(get_profile(profile), variant=variant, outdir=outdir,
+                                       params={"probe": "bi"})
                 try:
                     record = boot(conn, request)
                     failed = measure.failed_tasks(record)

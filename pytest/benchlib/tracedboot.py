@@ -15,7 +15,6 @@ from .variants import load
 NOISE_LINES = 100000
 # How long a boot may wait for the final milestone (the report measures idle guests).
 UNTIL_CAP_S = 120
-PROBE_TIMEOUT_S = 60
 
 
 def traced_boot(boot_guest: Callable[..., BootRecord], profile: str, variant: str,
@@ -24,8 +23,7 @@ def traced_boot(boot_guest: Callable[..., BootRecord], profile: str, variant: st
     spec = load(variant)
     return boot_guest(profile, tasks=list(tasks), variant=variant, trace=spec.trace,
                       params={"probe": "bi", "noise_bg": str(noise), "noise_gap": noise_gap,
-                              "until": spec.until_pattern(), "until_cap": str(UNTIL_CAP_S)},
-                      timeout_s=PROBE_TIMEOUT_S)
+                              "until": spec.until_pattern(), "until_cap": str(UNTIL_CAP_S)})
 
 
 def cached(boot_guest: Callable[..., BootRecord], bench_variant: Callable[[str], str],

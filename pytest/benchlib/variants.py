@@ -10,8 +10,10 @@ stock 6.1, the kernel it is most likely to be.
 from __future__ import annotations
 
 import re
+import sys
 import tomllib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Optional
 
 from .errors import BadKernel
@@ -74,18 +76,49 @@ class Variant:
         return self.milestones[self.final].lstrip("^").replace(" ", ".")
 
 
-def _raw(name: str, seen: tuple[str, ...] = ()) -> dict[str, object]:
-    folder = KERNEL_DIR / "patches" / name
-    if not (folder / "series").is_file():
-        raise BadKernel(f"unknown kernel variant '{name}' (known: {', '.join(all_names())})")
+def parent_of(name: str) -> Optional[str]:
+    """The variant a variant builds on: the first name in patches/NAME/parent,
+    comments (#) and blank lines ignored; None without the file."""
+    path = KERNEL_DIR / "patches" / name / PARENT
+    if not path.is_file():
+        return None
+    names = [w for line in path.read_text().splitlines() for w in line.split("#")[0].split()]
+    if not names:
+        raise BadKernel(f"{path} names no variant")
+    return names[0]
+
+
+def chain(name: str) -> list[str]:
+    """A variant and its ancestors, the root first; BadKernel for an unknown
+    variant or parent, or a cycle. kernel/build.sh builds in this order."""
+    found = [name]
+    while True:
+        if not (KERNEL_DIR / "patches" / found[0] / "series").is_file():
+            raise BadKernel(f"unknown kernel variant '{found[0]}' (known: "
+                            f"{', '.join(all_names())})" + (
+                                f", named parent of '{found[1]}'" if len(found) > 1 else ""))
+        parent = parent_of(found[0])
+        if parent is None:
+            return found
+        if parent in found:
+            raise BadKernel(f"the parents of variant '{name}' form a cycle: "
+                            f"{' -> '.join(reversed(found))} -> {parent}")
+        found.insert(0, parent)
+
+
+def _raw(name: str) -> dict[str, object]:
+    """The variant's variant.toml over its ancestors', and its parent's name."""
+    names = chain(name)
     data: dict[str, object] = {}
-    parent_file = folder / PARENT
-    if parent_file.is_file():
-        parent = parent_file.read_text().strip()
-        if parent in seen:
-            raise BadKernel(f"variant '{name}': parent loop {' -> '.join((*seen, parent))}")
-        data.update(_raw(parent, (*seen, name)))
-        data["parent"] = parent
+    for ancestor in names:
+        data.update(_metadata(KERNEL_DIR / "patches" / ancestor))
+    if len(names) > 1:
+        data["parent"] = names[-2]
+    return data
+
+
+def _metadata(folder: Path) -> dict[str, object]:
+    data: dict[str, object] = {}
     meta = folder / METADATA
     if meta.is_file():
         with meta.open("rb") as handle:
@@ -143,3 +176,21 @@ def all_milestones(names: list[str]) -> list[str]:
             if milestone not in seen:
                 seen.append(milestone)
     return seen
+
+
+def main(argv: list[str]) -> int:
+    """`python3 -m benchlib.variants chain VARIANT`: the chain kernel/build.sh builds,
+    one name a line, the root first; a one-line error and exit 1 otherwise."""
+    if len(argv) != 2 or argv[0] != "chain":
+        print("usage: python3 -m benchlib.variants chain VARIANT", file=sys.stderr)
+        return 2
+    try:
+        print("\n".join(chain(argv[1])))
+    except BadKernel as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

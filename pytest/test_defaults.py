@@ -1,0 +1,90 @@
+"""Facts with one home: the boots' defaults (benchlib/defaults.py), the fatal
+kernel reports (benchlib/kreports.py), the variants' parent files
+(benchlib/variants.py). No hypervisor needed."""
+from __future__ import annotations
+
+import re
+import secrets
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Callable, Iterator
+
+import pytest
+
+from benchlib import paths, plan, variants
+from benchlib.errors import BadKernel
+from benchlib.defaults import GUEST_PARAMS
+from benchlib.kreports import FATAL_STARTS
+from benchlib.profiles import get_profile
+
+BENCHLIB = paths.REPO / "pytest" / "benchlib"
+
+
+def init_fallbacks() -> dict[str, str]:
+    """The defaults fixtures/init falls back to: `$(param NAME DEFAULT)`."""
+    text = (paths.FIXTURE_DIR / "init").read_text()
+    return dict(re.findall(r"\$\(param (\w+) ([^)\s]+)\)", text))
+
+
+@pytest.mark.parametrize("name", sorted(GUEST_PARAMS))
+def test_defaults_the_init_falls_back_to_the_hosts_defaults(name: str) -> None:
+    fallback = init_fallbacks().get(name)
+    assert fallback is not None, f"fixtures/init reads no bench.{name}"
+    assert float(fallback) == GUEST_PARAMS[name], (
+        f"fixtures/init falls back to bench.{name}={fallback}, benchlib/defaults.py says "
+        f"{GUEST_PARAMS[name]:g}")
+
+
+def test_defaults_every_cap_a_boot_obeys_is_on_its_command_line() -> None:
+    request = plan.request(get_profile("tcg-quiet"), variant="stock", kernel=paths.REPO,
+                           initrd=paths.REPO, outdir=paths.REPO,
+                           tasks=["probe", "until", "entropy_capture"])
+    for name, default in GUEST_PARAMS.items():
+        assert f"bench.{name}={default:g}" in request.cmdline(), name
+
+
+def test_defaults_fatal_reports_are_written_in_kreports_only() -> None:
+    written = [(path.name, words) for path in sorted(BENCHLIB.glob("*.py"))
+               if path.name != "kreports.py"
+               for words in FATAL_STARTS if words.strip() in path.read_text()]
+    assert not written, f"fatal report words outside benchlib/kreports.py: {written}"
+
+
+@pytest.fixture
+def scratch_variants() -> Iterator[Callable[[str, str], str]]:
+    """scratch(name, parent_text) -> name: a variant folder with an empty series and
+    that parent file, removed afterwards."""
+    made: list[Path] = []
+
+    def scratch(name: str, parent_text: str) -> str:
+        folder = paths.KERNEL_DIR / "patches" / f"scratch-{secrets.token_hex(3)}-{name}"
+        folder.mkdir()
+        made.append(folder)
+        (folder / "series").write_text("# nothing\n")
+        (folder / "parent").write_text(parent_text)
+        return folder.name
+
+    yield scratch
+    for folder in made:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def build_sh_chain_error(variant: str) -> str:
+    done = subprocess.run([str(paths.KERNEL_DIR / "build.sh"), "--fingerprint", variant],
+                          capture_output=True, text=True, timeout=60)
+    return "" if done.returncode == 0 else done.stderr
+
+
+def test_defaults_parent_files_have_one_reader(scratch_variants) -> None:
+    """kernel/build.sh takes a variant's ancestors from benchlib/variants.py: a
+    parent file with comments is read alike, and a cycle is an error in both."""
+    commented = scratch_variants("commented", "# builds on the RFC CRNG\n\ncrng  # its tree\n")
+    assert variants.chain(commented) == ["crng", commented]
+    assert build_sh_chain_error(commented) == ""
+    first = scratch_variants("a", "placeholder\n")
+    second = scratch_variants("b", f"{first}\n")
+    (paths.KERNEL_DIR / "patches" / first / "parent").write_text(f"{second}\n")
+    with pytest.raises(BadKernel, match="form a cycle"):
+        variants.chain(first)
+    assert "form a cycle" in build_sh_chain_error(first)
