@@ -2,6 +2,7 @@
 SIGTERM) destroys its domain and keeps its logs."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -56,6 +57,13 @@ def test_lifecycle_killed_run_leaves_no_guest(sig: signal.Signals, libvirt_conn,
         f"{boot_dir.name} still runs after the run was killed with {sig.name}")
     assert (boot_dir / "console.log").is_file(), f"no console log kept in {boot_dir}"
     assert "interrupted" in err, err
+    # The report of what finished (here: nothing), marked incomplete, is written.
+    report = boot_dir.parent.parent / "report.txt"
+    assert report.is_file(), f"no report written by the interrupted run: {err}"
+    assert f"INCOMPLETE: interrupted ({sig.name}) after 0 of 1 matrix boots" in \
+        report.read_text(), report.read_text()[:600]
+    meta = json.loads((report.parent / "report.json").read_text())["meta"]
+    assert meta["interrupted"].startswith(f"interrupted ({sig.name})"), meta
 
 
 # Guests booted at once under a CPU hog: more guests than cores, and a busy loop

@@ -525,6 +525,9 @@ def text(cells: list[Cell], meta: dict[str, Any], outdir: Optional[Path] = None,
                        f"({kernel.get('image')})", "    ")
     for qemu in meta.get("qemu") or []:
         lines += _fill(f"QEMU {qemu.get('emulator')}: {qemu.get('version') or '?'}", "    ")
+    if meta.get("interrupted"):
+        lines += _fill(f"INCOMPLETE: {meta['interrupted']}; the cells below hold the boots "
+                       "that finished before it", "    ")
     lines += _fill(f"Result: {headline(cells, rows)}", "    ")
     lines += ["", *table(cells, outdir).splitlines()]
     if entropy_cells is not None:

@@ -330,7 +330,8 @@ def page(outdir: Path, cells: list[Cell], meta: dict[str, Any],
 <style>{STYLE}</style></head>
 <body>
 <h1>{_esc(name)}</h1>
-<p id="headline" class="{'failed' if run_failed(cells, rows) else 'passed'}">{
+<p id="headline" class="{'failed' if run_failed(cells, rows) or meta.get('interrupted') else 'passed'}">{
+    _esc(('INCOMPLETE: ' + str(meta['interrupted']) + '. ') if meta.get('interrupted') else '')}{
     _esc(headline(cells, rows))}</p>
 {_run_lines(meta)}
 {_kernels_table(meta)}

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Optional
 
 
-from .cli import run_main
+from .cli import EXIT_INTERRUPTED, run_main
 from .defaults import CAP_S, PROBE_TIMEOUT_S
 from .stages import INTERRUPTED
 from . import paths
@@ -269,6 +269,8 @@ def main(argv: list[str]) -> int:
     planned = len(profiles) * len(kernels) * args.boots
     started = time.monotonic()
     done = 0
+    # Why the run stopped early (a signal), once it did: the report is still written.
+    stop: list[str] = []
 
     def eta() -> str:
         if not done:
@@ -309,8 +311,11 @@ def main(argv: list[str]) -> int:
 
         def run_cells(plans: list[tuple[Cell, list[BootRequest]]]) -> list[Cell]:
             """Every boot of the cells, as many at a time as the hosts have slots;
-            a cell's records in the order of its boots."""
+            a cell's records in the order of its boots. Once the run was
+            interrupted (`stop`), no boot starts."""
             nonlocal done
+            if stop:
+                return [cell for cell, _ in plans]
             jobs = [(cell, n, request) for cell, requests in plans
                     for n, request in enumerate(requests, 1)]
             results: dict[tuple[int, int], BootRecord] = {}
@@ -342,14 +347,16 @@ def main(argv: list[str]) -> int:
                         progress(f"[{done}/{planned}] {cell.profile} × {cell.variant} boot "
                                  f"{n}/{boots_of[id(cell)]}{where}: "
                                  f"{outcome}{eta()}")
-                except KeyboardInterrupt:
-                    # The boots in flight stop following their consoles, and their
-                    # domains go: the threads end at once.
+                except KeyboardInterrupt as exc:
+                    # The boots in flight stop following their channels, and their
+                    # domains go: the threads end at once. The boots that finished
+                    # make the report, marked incomplete.
                     INTERRUPTED.set()
                     for future in futures:
                         future.cancel()
                     reap_survivors(pool.hosts)
-                    raise
+                    stop.append(f"interrupted ({str(exc) or 'SIGINT'}) after {done} of "
+                                f"{planned} matrix boots")
             for cell, n, _ in jobs:
                 if (id(cell), n) in results:
                     cell.records.append(results[(id(cell), n)])
@@ -362,10 +369,13 @@ def main(argv: list[str]) -> int:
         cells = run_cells([plan_cell(profile, variant, kernel, MATRIX_TASKS,
                                      matrix_params(variant), trace=load_variant(variant).trace)
                            for profile in profiles for variant, kernel in kernels.items()])
-        if not args.no_clones:
-            check_clones(cells, kernels, users, accel, conn, outdir)
+        if not args.no_clones and not stop:
+            try:
+                check_clones(cells, kernels, users, accel, conn, outdir)
+            except KeyboardInterrupt as exc:
+                stop.append(f"interrupted ({str(exc) or 'SIGINT'}) during the clone check")
         bench_rows: list[dict[str, object]] = []
-        if len(kernels) > 1 and not args.no_throughput:
+        if len(kernels) > 1 and not args.no_throughput and not stop:
             # One boot per variant in turn, so that a change in host load over the
             # run falls on every variant alike.
             bench = {v: Cell(throughput.PROFILE, v) for v in kernels}
@@ -376,7 +386,8 @@ def main(argv: list[str]) -> int:
                     bench[variant].records += one.records
                     bench[variant].failures += one.failures
                     bench[variant].skipped = one.skipped
-            bench_rows = throughput.compare({v: c.records for v, c in bench.items()})
+            if not stop:        # an interrupted comparison would judge part of a round
+                bench_rows = throughput.compare({v: c.records for v, c in bench.items()})
             cells += [c for c in bench.values() if c.failures]
     finally:
         pool.close()
@@ -389,7 +400,8 @@ def main(argv: list[str]) -> int:
             "hosts": [h.uri for h in pool.hosts], "jobs_per_host": args.jobs_per_host,
             "budgets": {"file": None if args.no_budget else str(args.budget),
                         "ready": [{"profile": p, "ready_s": s} for p, s in budget_s.items()]},
-            "workload": {"tasks": MATRIX_TASKS, "probe_flags": MATRIX_PROBE_FLAGS}}
+            "workload": {"tasks": MATRIX_TASKS, "probe_flags": MATRIX_PROBE_FLAGS},
+            "interrupted": stop[0] if stop else None}
     plots: list[Path] = []
     plot_notes: list[str] = []
     try:
@@ -418,6 +430,9 @@ def main(argv: list[str]) -> int:
         print(f"bench: {row['variant']} getrandom() throughput ({row['threads']} threads, "
               f"{row['request_bytes']} B) is {row['ratio_to_stock']} of stock's: over the "
               f"{throughput.MAX_SLOWDOWN:.0%} budget", file=sys.stderr)
+    if stop:
+        print(f"bench: {stop[0]}: the report holds the boots that finished", file=sys.stderr)
+        return EXIT_INTERRUPTED
     return 1 if run_failed(cells, bench_rows) else 0
 
 
