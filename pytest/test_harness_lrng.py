@@ -4,8 +4,10 @@ from __future__ import annotations
 import pytest
 
 from benchlib.credit import check_lrng_credit, window_hist
-from benchlib.lrngcheck import (assert_each_entry_credited_or_stuck, interrupts_used, seedings,
-                                windows)
+from benchlib.lrngcheck import (NODEREAD_BYTES, assert_each_entry_credited_or_stuck,
+                                assert_output_from_chacha20, assert_reads_served_by_own_node,
+                                interrupts_used, seedings, windows)
+from benchlib.synthetic import lrngnoderead_record
 from benchlib.trace import TraceIncomplete, kprobe_misses, parse_trace
 from test_harness import TRACE_HEAD, trace_line
 
@@ -125,3 +127,17 @@ def test_harness_lrng_a_seeding_is_one_tasks_read_then_injection() -> None:
     found = seedings(parse_trace([TRACE_HEAD.format(len(lines), len(lines))] + lines))
     assert [(s.t, s.words, s.pool_bits, s.credited) for s in found] == [
         (1.0, (1, 2, 3, 4), 28, 36)]
+
+
+def test_harness_lrng_output_path_checks_tell_the_drbg_from_chacha20() -> None:
+    """Reads served whole by the DRBG pass the drbg_output check and fail the
+    ChaCha20 one; reads that took only a key pass the ChaCha20 check and fail the
+    DRBG one."""
+    by_drbg = lrngnoderead_record([(16, NODEREAD_BYTES), (16, NODEREAD_BYTES)])
+    by_chacha = lrngnoderead_record([(1, 32), (0, 0)])
+    assert_reads_served_by_own_node(by_drbg, 2)
+    assert_output_from_chacha20(by_chacha)
+    with pytest.raises(AssertionError, match="served by the DRBG, not by a ChaCha20"):
+        assert_output_from_chacha20(by_drbg)
+    with pytest.raises(AssertionError, match="generated 32 bytes in 1 calls"):
+        assert_reads_served_by_own_node(by_chacha, 2)

@@ -125,17 +125,37 @@ def test_lrng_rndaddentropy_credits_only_a_whole_write(boot_guest, bench_variant
 
 # ---- NUMA ------------------------------------------------------------------------------
 
+def numa_read_boot(boot_guest, bench_variant, profile: str, extra_cmdline: str = ""):
+    """Wait for the last node's secondary DRBG to be seeded, then read on each CPU
+    (task lrngnoderead), the LRNG's debugfs state around each read."""
+    nodes = get_profile(profile).caps.numa_nodes
+    last_node = f"lrng: secondary DRBG on node {nodes - 1} fully seeded".replace(" ", ".")
+    return boot_guest(profile, tasks=["until", "lrngnoderead"], variant=bench_variant(VARIANT),
+                      params={"until": last_node, "until_cap": str(tracedboot.UNTIL_CAP_S),
+                              "noise_bg": str(tracedboot.NOISE_LINES), "noise_gap": "0"},
+                      extra_cmdline=extra_cmdline)
+
+
 @pytest.mark.parametrize("profile", NUMA)
 def test_lrng_numa_secondaries_seeded_and_serve_their_node(boot_guest, bench_variant,
                                                            profile: str) -> None:
+    """The 2016 output path, kept behind lrng.drbg_output=1: each node's secondary
+    DRBG serves the reads of its CPUs."""
     nodes = get_profile(profile).caps.numa_nodes
-    # Wait for the last node's secondary DRBG to be seeded, then read on each CPU.
-    last_node = f"lrng: secondary DRBG on node {nodes - 1} fully seeded".replace(" ", ".")
-    record = boot_guest(profile, tasks=["until", "lrngnoderead"], variant=bench_variant(VARIANT),
-                        params={"until": last_node, "until_cap": str(tracedboot.UNTIL_CAP_S),
-                                "noise_bg": str(tracedboot.NOISE_LINES), "noise_gap": "0"})
+    record = numa_read_boot(boot_guest, bench_variant, profile, "lrng.drbg_output=1")
     lrngcheck.assert_secondaries_seeded(record, nodes)
     lrngcheck.assert_reads_served_by_own_node(record, nodes)
+
+
+@pytest.mark.parametrize("profile", NUMA)
+def test_lrng_output_comes_from_a_chacha20_generator_keyed_per_cpu(boot_guest, bench_variant,
+                                                                   profile: str) -> None:
+    """By default the reads come from each CPU's ChaCha20 generator: the secondary
+    DRBGs give keys only (lrng 0008), not the 64 KiB each CPU read."""
+    nodes = get_profile(profile).caps.numa_nodes
+    record = numa_read_boot(boot_guest, bench_variant, profile)
+    lrngcheck.assert_secondaries_seeded(record, nodes)
+    lrngcheck.assert_output_from_chacha20(record)
 
 
 # ---- DRBG ---------------------------------------------------------------------------------

@@ -332,27 +332,69 @@ def lrng_state(lines: list[str]) -> dict[str, dict[str, str] | str]:
     return state
 
 
-def assert_reads_served_by_own_node(record: BootRecord, nodes: int) -> None:
-    """Reads pinned to each CPU were served by the secondary DRBG of that CPU's node,
-    whose generate calls grew; the CPUs cover every node."""
+# What task lrngnoderead reads on each CPU (fixtures/init: dd bs=4096 count=16).
+NODEREAD_BYTES = 16 * 4096
+# With the ChaCha20 output generator (lrng 0008) a read takes a 32-byte key from
+# its node's secondary DRBG only when a reseed made the CPU's key stale: a pinned
+# read may cause a few such fetches, never anything near its own size.
+CHACHA_KEY_BYTES = 32
+MAX_KEYS_PER_READ = 4
+
+
+@dataclass(frozen=True)
+class PinnedRead:
+    """One of task lrngnoderead's reads, pinned to a CPU, seen in the debugfs state."""
+    cpu: int
+    node: int                # the CPU's node
+    served_by: int           # the node whose secondary DRBG served the CPU last
+    calls: int               # generate calls of the CPU's node's DRBG during the read
+    generated: int           # bytes that DRBG generated during the read
+
+
+def pinned_reads(record: BootRecord) -> list[PinnedRead]:
     sections = record.finished_task("lrngnoderead").sections()
     cpus = sorted(int(title.split("cpu")[1]) for title in sections if title.startswith("after"))
     assert cpus, f"no pinned read reported ({record.data_log})"
-    served = {}
+    reads = []
     for cpu in cpus:
         before = lrng_state(sections[f"before cpu{cpu}"])
         after = lrng_state(sections[f"after cpu{cpu}"])
         line = after[f"cpu{cpu}"]
         assert isinstance(line, dict)
-        node, by = int(line["node"]), int(line["last_served_by_node"])
-        assert by == node, f"a read pinned to CPU {cpu} (node {node}) was served by node {by}"
-        calls = [int(s[f"node{node}"]["generate_calls"])  # type: ignore[index]
-                 for s in (before, after)]
-        assert calls[1] > calls[0], (
-            f"node {node}'s secondary DRBG generated nothing for CPU {cpu}'s read: {calls}")
-        served[cpu] = node
+        node = int(line["node"])
+        grew = {key: int(after[f"node{node}"][key]) - int(before[f"node{node}"][key])  # type: ignore[index]
+                for key in ("generate_calls", "generated_bytes")}
+        reads.append(PinnedRead(cpu, node, int(line["last_served_by_node"]),
+                                grew["generate_calls"], grew["generated_bytes"]))
+    return reads
+
+
+def assert_reads_served_by_own_node(record: BootRecord, nodes: int) -> None:
+    """With the secondary DRBGs as the output generator (lrng.drbg_output=1):
+    reads pinned to each CPU were served, whole, by the secondary DRBG of that
+    CPU's node; the CPUs cover every node."""
+    served = {}
+    for read in pinned_reads(record):
+        assert read.served_by == read.node, (
+            f"a read pinned to CPU {read.cpu} (node {read.node}) was served by node "
+            f"{read.served_by}")
+        assert read.calls > 0 and read.generated >= NODEREAD_BYTES, (
+            f"node {read.node}'s secondary DRBG generated {read.generated} bytes in "
+            f"{read.calls} calls for CPU {read.cpu}'s read of {NODEREAD_BYTES}")
+        served[read.cpu] = read.node
     assert sorted(set(served.values())) == list(range(nodes)), (
         f"CPUs and the nodes that served them: {served}; expected every node 0..{nodes - 1}")
+
+
+def assert_output_from_chacha20(record: BootRecord) -> None:
+    """With the default output generator: each pinned read came from the CPU's
+    ChaCha20 generator, its node's secondary DRBG giving at most a few keys."""
+    most = MAX_KEYS_PER_READ * CHACHA_KEY_BYTES
+    for read in pinned_reads(record):
+        assert read.generated <= most, (
+            f"node {read.node}'s secondary DRBG generated {read.generated} bytes for CPU "
+            f"{read.cpu}'s read of {NODEREAD_BYTES}: the read was served by the DRBG, "
+            f"not by a ChaCha20 generator keyed from it (at most {most} bytes of keys)")
 
 
 # ---- DRBG ---------------------------------------------------------------------------
