@@ -44,32 +44,24 @@ DESTS = ("kernel", "modules", "kernel_deb", "profile", "profiles_dir", "boots", 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("bench", "boot-time randomness bench")
-    group.addoption("--kernel", type=Path, default=None,
-                    help="bzImage to test instead of the built stock variant")
-    group.addoption("--modules", type=Path, default=None,
-                    help="modules of --kernel's image: the release folder, or one holding "
-                         "lib/modules/RELEASE (default: /lib/modules/RELEASE if there)")
-    group.addoption("--kernel-deb", type=Path, default=None,
-                    help="a linux-image .deb to test: unpacked (never installed), its "
-                         "vmlinuz booted with its modules")
-    group.addoption("--profile", action="append", default=[],
-                    help="profile(s) for profile-parametrized tests")
-    group.addoption("--profiles-dir", type=Path, default=None,
-                    help="read the profiles from DIR instead of vm-definitions/")
-    group.addoption("--boots", type=int, default=3,
-                    help="boots per profile for distribution comparisons")
-    group.addoption("--accel", choices=("auto", "kvm", "tcg"), default="auto",
-                    help="accelerator: a probe boot decides under auto")
-    group.addoption("--libvirt-uri", action="append", default=[],
-                    help="a libvirt host to boot on; repeat it to spread the boots over "
-                         "several (default qemu:///system)")
-    group.addoption("--jobs-per-host", type=int, default=1,
-                    help="boots at a time on each host, across processes (default 1)")
-    group.addoption("--libvirt-pool", default="bench",
-                    help="storage pool that receives the kernels on hosts that do not "
-                         "share this machine's files (default bench)")
-    group.addoption("--reap", action="store_true",
-                    help="destroy bench-* domains left running by a killed run")
+    options.add_shared(group.addoption, {
+        "--kernel": "bzImage to test instead of the built stock variant",
+        "--modules": "modules of --kernel's image: the release folder, or one holding "
+                     "lib/modules/RELEASE (default: /lib/modules/RELEASE if there)",
+        "--kernel-deb": "a linux-image .deb to test: unpacked (never installed), its "
+                        "vmlinuz booted with its modules",
+        "--profile": "profile(s) for profile-parametrized tests",
+        "--profiles-dir": "read the profiles from DIR instead of vm-definitions/",
+        "--boots": "boots per profile for distribution comparisons "
+                   f"(default {options.DEFAULT_BOOTS})",
+        "--accel": "accelerator: a probe boot decides under auto",
+        "--libvirt-uri": "a libvirt host to boot on; repeat it to spread the boots over "
+                         "several (default qemu:///system)",
+        "--jobs-per-host": "boots at a time on each host, across processes (default 1)",
+        "--libvirt-pool": "storage pool that receives the kernels on hosts that do not "
+                          "share this machine's files (default bench)",
+        "--reap": "destroy bench-* domains left running by a killed run",
+    })
     group.addoption("--budget", type=Path, default=None,
                     help="time-to-ready budget file: one test per profile x variant "
                          "(e.g. vm-definitions/budgets.toml)")

@@ -16,6 +16,7 @@ from benchlib import paths, plan, variants
 from benchlib.errors import BadKernel
 from benchlib.defaults import GUEST_PARAMS
 from benchlib.kreports import FATAL_STARTS
+from benchlib.options import shared_options
 from benchlib.profiles import get_profile
 
 BENCHLIB = paths.REPO / "pytest" / "benchlib"
@@ -88,3 +89,21 @@ def test_defaults_parent_files_have_one_reader(scratch_variants) -> None:
     with pytest.raises(BadKernel, match="form a cycle"):
         variants.chain(first)
     assert "form a cycle" in build_sh_chain_error(first)
+
+
+# Flags that mean something else in one command, and why.
+OWN_MEANING = {
+    ("soak.py", "--boots"): "boots per profile × variant of the soak (20), not per cell",
+    ("overhead.py", "--profile"): "the one profile the benchmark's pairs boot in",
+}
+
+
+def test_defaults_shared_options_are_declared_in_options_only() -> None:
+    """The options the main job, the soak and the tests share get their defaults
+    from benchlib/options.py alone: no command declares one of them itself."""
+    sources = [*sorted(BENCHLIB.glob("*.py")), paths.REPO / "bench_options.py"]
+    declared = [(path.name, name) for path in sources for name in shared_options()
+                if (path.name, name) not in OWN_MEANING
+                and re.search(rf"(add_argument|addoption)\(\s*\"{re.escape(name)}\"",
+                              path.read_text())]
+    assert not declared, f"shared options declared outside benchlib/options.py: {declared}"

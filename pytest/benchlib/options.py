@@ -34,6 +34,7 @@ from .budgets import BadBudget
 from .errors import BadKernel, BadProfile, BenchError
 from .kernels import inputs_fingerprint, variant_kernel
 from .profiles import all_profiles, get_profile
+from .remote import DEFAULT_POOL
 from .variants import load as load_variant
 
 
@@ -70,6 +71,41 @@ PATHS: dict[str, tuple[type[BenchError], str, bool]] = {
 # (qemu:///system, qemu+ssh://root@host/system, test:///default).
 LIBVIRT_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s/]*/\S*")
 _UNSET = object()
+
+
+# The options the main job (benchlib.run) and the test suite (bench_options.py)
+# share, with their one default each; the soak takes --profile and --libvirt-uri.
+# Each command gives its own help text (--kernel adds a kernel to the main job's
+# matrix, and replaces stock in the tests).
+DEFAULT_BOOTS = 3
+
+
+def shared_options() -> dict[str, dict[str, Any]]:
+    """Flag -> the add_argument()/addoption() keywords but help; new lists each call."""
+    return {
+        "--kernel": {"type": Path, "default": None},
+        "--modules": {"type": Path, "default": None},
+        "--kernel-deb": {"type": Path, "default": None},
+        "--profile": {"action": "append", "default": []},
+        "--profiles-dir": {"type": Path, "default": None},
+        "--boots": {"type": int, "default": DEFAULT_BOOTS},
+        "--accel": {"choices": ("auto", "kvm", "tcg"), "default": "auto"},
+        "--libvirt-uri": {"action": "append", "default": []},
+        "--jobs-per-host": {"type": int, "default": 1},
+        "--libvirt-pool": {"default": DEFAULT_POOL},
+        "--reap": {"action": "store_true"},
+    }
+
+
+def add_shared(add: Callable[..., Any], helps: dict[str, str]) -> None:
+    """Add the shared options named in `helps`, each with that help, through `add`
+    (an ArgumentParser's add_argument or a pytest group's addoption)."""
+    specs = shared_options()
+    unknown = sorted(set(helps) - set(specs))
+    if unknown:
+        raise ValueError(f"not shared options: {unknown}")
+    for name, text in helps.items():
+        add(name, help=text, **specs[name])
 
 
 def flag(dest: str) -> str:

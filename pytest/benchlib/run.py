@@ -80,23 +80,23 @@ def parse_args(argv: list[str], cwd: Optional[Path] = None) -> argparse.Namespac
     parser = options.ArgumentParser(prog="bench", description=__doc__.splitlines()[0])
     parser.add_argument("--variant", action="append", default=[],
                         help="kernel variant(s) (default: every variant in kernel/patches)")
-    parser.add_argument("--kernel", type=Path, help="also boot this bzImage (as 'custom')")
-    parser.add_argument("--modules", type=Path,
-                        help="the modules of --kernel's image (default /lib/modules/RELEASE)")
-    parser.add_argument("--kernel-deb", type=Path,
-                        help="also boot the kernel of this linux-image .deb (as 'custom'), "
-                             "unpacked, never installed, with its modules")
-    parser.add_argument("--profile", action="append", default=[], help="profile(s) (default: all)")
-    parser.add_argument("--boots", type=int, default=3, help="boots per cell (default 3)")
-    parser.add_argument("--accel", choices=("auto", "kvm", "tcg"), default="auto")
-    parser.add_argument("--libvirt-uri", action="append", default=[],
-                        help="a libvirt host to boot on; repeat it to spread the matrix "
-                             f"over several (default {DEFAULT_URI})")
-    parser.add_argument("--jobs-per-host", type=int, default=1,
-                        help="boots at a time on each host (default 1)")
-    parser.add_argument("--libvirt-pool", default=DEFAULT_POOL,
-                        help="storage pool that receives the kernels on hosts that do not "
-                             f"share this machine's files (default {DEFAULT_POOL})")
+    options.add_shared(parser.add_argument, {
+        "--kernel": "also boot this bzImage (as 'custom')",
+        "--modules": "the modules of --kernel's image (default /lib/modules/RELEASE)",
+        "--kernel-deb": "also boot the kernel of this linux-image .deb (as 'custom'), "
+                        "unpacked, never installed, with its modules",
+        "--profile": "profile(s) (default: all)",
+        "--boots": f"boots per cell (default {options.DEFAULT_BOOTS})",
+        "--accel": "accelerator: a probe boot decides under auto (default auto)",
+        "--libvirt-uri": "a libvirt host to boot on; repeat it to spread the matrix over "
+                         f"several (default {DEFAULT_URI})",
+        "--jobs-per-host": "boots at a time on each host (default 1)",
+        "--libvirt-pool": "storage pool that receives the kernels on hosts that do not "
+                          f"share this machine's files (default {DEFAULT_POOL})",
+        "--profiles-dir": "read the profiles from DIR instead of vm-definitions/ (the same "
+                          "templating rules, checked at load)",
+        "--reap": "destroy bench-* domains left running by a killed run",
+    })
     parser.add_argument("--timeout", type=float, default=PROBE_TIMEOUT_S,
                         help="seconds the probe waits for the RNG in each boot "
                              f"(default {PROBE_TIMEOUT_S})")
@@ -121,9 +121,6 @@ def parse_args(argv: list[str], cwd: Optional[Path] = None) -> argparse.Namespac
     parser.add_argument("--check-only", action="store_true",
                         help="check the arguments as --dry-run does and stop without a word "
                              "(make run does this before it builds)")
-    parser.add_argument("--profiles-dir", type=Path,
-                        help="read the profiles from DIR instead of vm-definitions/ (the same "
-                             "templating rules, checked at load)")
     parser.add_argument("--list-profiles", action="store_true",
                         help="list the profiles, whether each can run on this host and why "
                              "not, and stop")
@@ -133,8 +130,6 @@ def parse_args(argv: list[str], cwd: Optional[Path] = None) -> argparse.Namespac
                              "profiles, a first and a second boot each (repeatable)")
     parser.add_argument("--list-images", action="store_true",
                         help="list the image recipes and whether their roots are built, and stop")
-    parser.add_argument("--reap", action="store_true",
-                        help="destroy bench-* domains left running by a killed run")
     args = parser.parse_args(argv)
     args.variant = args.variant or known_variants()
     options.check(args, cwd or Path.cwd())

@@ -23,6 +23,7 @@ from . import measure, options, paths, plan
 from .stages import DEATH
 from .errors import BenchError, BootFailed
 from .guest import boot, install_signal_handlers
+from .hosts import DEFAULT_URI
 from .libvirtconn import connect
 from .profiles import get_profile, profiles_with
 
@@ -38,8 +39,9 @@ def main(argv: list[str]) -> int:
     parser = options.ArgumentParser(prog="soak", description=__doc__.splitlines()[0])
     parser.add_argument("--boots", type=int, default=DEFAULT_BOOTS)
     parser.add_argument("--variant", action="append", default=[])
-    parser.add_argument("--profile", action="append", default=[])
-    parser.add_argument("--libvirt-uri", default="qemu:///system")
+    options.add_shared(parser.add_argument, {
+        "--profile": "profile(s) (default: every profile without Hyper-V)",
+        "--libvirt-uri": f"the libvirt host to boot on (default {DEFAULT_URI})"})
     parser.add_argument("--check-only", action="store_true",
                         help="check the arguments and stop (make soak does this before it "
                              "builds; the variants need not be built yet)")
@@ -52,7 +54,7 @@ def main(argv: list[str]) -> int:
     profiles = args.profile or profiles_with(hyperv=False)
     variants = args.variant
     outdir = paths.RESULTS_DIR / f"soak-{time.strftime('%Y%m%d-%H%M%S')}"
-    conn = connect(args.libvirt_uri)
+    conn = connect((args.libvirt_uri or [DEFAULT_URI])[0])
     install_signal_handlers()
     outcomes: Counter[tuple[str, str, str]] = Counter()
     flakes: list[str] = []
