@@ -15,6 +15,7 @@ import pytest
 from benchlib import paths, plan, variants
 from benchlib.errors import BadKernel
 from benchlib.defaults import GUEST_PARAMS
+from benchlib.guest import CLOSING_TASKS
 from benchlib.kreports import FATAL_STARTS
 from benchlib.options import shared_options
 from benchlib.profiles import get_profile
@@ -25,7 +26,7 @@ BENCHLIB = paths.REPO / "pytest" / "benchlib"
 def init_fallbacks() -> dict[str, str]:
     """The defaults fixtures/init falls back to: `$(param NAME DEFAULT)`."""
     text = (paths.FIXTURE_DIR / "init").read_text()
-    return dict(re.findall(r"\$\(param (\w+) ([^)\s]+)\)", text))
+    return dict(re.findall(r"\$\(param (\w+) ([^)\s|]+)", text))
 
 
 @pytest.mark.parametrize("name", sorted(GUEST_PARAMS))
@@ -107,3 +108,13 @@ def test_defaults_shared_options_are_declared_in_options_only() -> None:
                 and re.search(rf"(add_argument|addoption)\(\s*\"{re.escape(name)}\"",
                               path.read_text())]
     assert not declared, f"shared options declared outside benchlib/options.py: {declared}"
+
+
+def test_defaults_the_init_runs_the_closing_tasks_the_host_names() -> None:
+    """The order of the closing tasks lives in guest.py: the init's fallback for
+    a hand boot is only the kernel log, and a traced boot with modules names all three."""
+    assert init_fallbacks().get("closing") == ",".join(CLOSING_TASKS)
+    request = plan.request(get_profile("tcg-quiet"), variant="stock", kernel=paths.REPO,
+                           initrd=paths.REPO, outdir=paths.REPO, trace="stock")
+    assert "bench.closing=trace,modules,kmsg" in request.cmdline(with_modules=True)
+    assert request.stage_tasks(with_modules=True)[-3:] == ["trace", "modules", "kmsg"]

@@ -48,11 +48,11 @@ def test_distro_kernel_brings_up_vmbus_from_its_module(boot_guest, cloud_kernel)
     direct-mode timers and the TSC page it sets up are in use."""
     record = boot_guest(HYPERV_PROFILE, tasks=["interrupts"], under_test=cloud_kernel)
     assert any(m.endswith("-hv_vmbus.ko") for m in loaded(record)), loaded(record)
-    assert any("Vmbus version" in text for _, text in record.kmsg()), \
+    assert any("Vmbus version" in text for _, text in record.messages), \
         f"no 'Vmbus version' in the kernel log: VMBus never connected ({record.data_log})"
     rows = parse_interrupts(record.finished_task("interrupts").lines)
     assert HYP_ROW in rows, f"no {HYP_ROW} row in /proc/interrupts: {sorted(rows)}"
-    assert current_clocksource(record.kmsg()) == TSC_PAGE_CLOCKSOURCE, record.data_log
+    assert current_clocksource(record.messages) == TSC_PAGE_CLOCKSOURCE, record.data_log
 
 
 def test_distro_kernel_without_option_is_a_skip_naming_it(boot_guest, cloud_kernel) -> None:

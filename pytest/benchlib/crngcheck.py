@@ -27,7 +27,7 @@ STATE_GAP_S = 0.5
 
 def states_printed(record: BootRecord) -> list[tuple[float, int]]:
     """(printk time, state) of every 'random: crng_init N' in the kernel log."""
-    return [(t, int(text.split()[-1])) for t, text in record.kmsg()
+    return [(t, int(text.split()[-1])) for t, text in record.messages
             if text.startswith("random: crng_init ")]
 
 

@@ -51,7 +51,7 @@ TRACE_BUFFER = "4M"
 FOLLOW_POLL_S = 0.1
 # A boot that stays this long in one stage says what it waits for (make run).
 HEARTBEAT_S = 30
-# Tasks the init always runs after the requested ones: the kernel log, whole.
+# Tasks the init always runs last: the kernel log, whole.
 CLOSING_TASKS = ["kmsg"]
 # Tasks that run up to a cap of their own (a bench.* parameter, with the init's
 # default for it) rather than the probe's timeout: their deadline is that cap
@@ -127,12 +127,14 @@ class BootRequest:
     image: Optional[str] = None
     memory_mib: Optional[int] = None
 
-    def cmdline(self) -> str:
-        # Every cap a task of this boot obeys is given, so the init's fallbacks never decide.
+    def cmdline(self, with_modules: bool = False) -> str:
+        # Every cap a task of this boot obeys is given, and the closing tasks in
+        # their order, so the init's fallbacks never decide.
         caps = {param: f"{GUEST_PARAMS[param]:g}" for task, param in CAPPED_TASKS.items()
                 if task in self.tasks}
         bench = {"tasks": ",".join(self.tasks), "variant": self.variant,
-                 "timeout": f"{self.timeout_s:.0f}", **caps, **self.params}
+                 "timeout": f"{self.timeout_s:.0f}", **caps,
+                 "closing": ",".join(self.closing_tasks(with_modules)), **self.params}
         words = [BASE_CMDLINE] + [f"bench.{k}={v}" for k, v in bench.items()]
         if self.trace:
             words.append(trace_cmdline(self.trace))
@@ -140,11 +142,16 @@ class BootRequest:
             words.append(self.extra_cmdline)
         return " ".join(words)
 
-    def stage_tasks(self, with_modules: bool = False) -> list[str]:
-        """Every task the init runs, in order: the requested ones, then its own."""
-        closing = (["trace"] if self.trace and "trace" not in self.tasks else []) \
+    def closing_tasks(self, with_modules: bool = False) -> list[str]:
+        """What the init runs after the requested tasks, in order (bench.closing):
+        the trace dump if a trace set is armed, the modules' report if the
+        initramfs carries modules, the kernel log, whole."""
+        return (["trace"] if self.trace and "trace" not in self.tasks else []) \
             + ([MODULES_TASK] if with_modules else []) + CLOSING_TASKS
-        return self.tasks + closing
+
+    def stage_tasks(self, with_modules: bool = False) -> list[str]:
+        """Every task the init runs, in order: the requested ones, then the closing."""
+        return self.tasks + self.closing_tasks(with_modules)
 
     def task_deadlines(self) -> dict[str, float]:
         """Tasks that may legitimately take longer than the probe's limit."""
@@ -278,13 +285,13 @@ def prepare(conn: libvirt.virConnect, request: BootRequest, streamed: bool = Fal
     outdir = request.outdir / name
     outdir.mkdir(parents=True, exist_ok=True)
     console_log, data_log = outdir / "console.log", outdir / "data.log"
-    cmdline = request.cmdline()
     initrd = request.initrd.resolve()
     if request.modules is not None:
         initrd = initrd_with_modules(initrd, request.modules, request.profile.caps,
                                      request.profile.name, outdir / "initrd-with-modules.img",
                                      request.kernel_config)
     with_modules = initrd != request.initrd.resolve()
+    cmdline = request.cmdline(with_modules)
     host_kernel, host_initrd = str(kernel), str(initrd)
     if streamed:
         assert lease is not None

@@ -309,7 +309,7 @@ def assert_credited_only_whole_writes(record: BootRecord) -> dict[str, int]:
 
 def assert_secondaries_seeded(record: BootRecord, nodes: int) -> None:
     """Every node's secondary DRBG announced itself fully seeded, once."""
-    seeded = [int(m.group(1)) for _, text in record.kmsg()
+    seeded = [int(m.group(1)) for _, text in record.messages
               if (m := SECONDARY_SEEDED.search(text))]
     assert sorted(seeded) == list(range(nodes)), (
         f"secondary DRBGs fully seeded on nodes {seeded}, not each of 0..{nodes - 1} once "
@@ -414,7 +414,7 @@ def crypto_algorithms(lines: list[str]) -> list[dict[str, str]]:
 def assert_drbg_self_tests(record: BootRecord) -> None:
     """The series' known-answer test of its HMAC DRBG passed at boot, and the crypto
     manager's self-tests passed for every DRBG the kernel registered."""
-    texts = [text for _, text in record.kmsg()]
+    texts = [text for _, text in record.messages]
     assert DRBG_KAT_PASSED in texts, (
         f"no '{DRBG_KAT_PASSED}' in the kernel log ({record.data_log})")
     failed = [t for t in texts if t.startswith("alg: ") and "fail" in t]

@@ -79,7 +79,7 @@ def blocking_wait(record: BootRecord) -> Optional[float]:
 
 def first_nonblock_ok_printk(record: BootRecord) -> Optional[float]:
     """printk time of the probe's first successful GRND_NONBLOCK (its kmsg marker)."""
-    return next((t for t, text in record.kmsg() if text.startswith("bench: nonblock ok")), None)
+    return next((t for t, text in record.messages if text.startswith("bench: nonblock ok")), None)
 
 
 def failed_tasks(record: BootRecord) -> list[str]:

@@ -14,7 +14,7 @@ def printed(record: BootRecord) -> list[tuple[float, str]]:
     """(printk time, milestone) of every kernel message that marks one, in log order."""
     spec = record.spec()
     found = []
-    for t, text in record.kmsg():
+    for t, text in record.messages:
         name = spec.milestone_of(text)
         if name is not None:
             found.append((t, name))

@@ -18,7 +18,7 @@ RACE_SLACK_S = 0.5
 def ready_position(record: BootRecord, is_ready: Callable[[str], bool],
                    what: str) -> tuple[int, float]:
     """(kernel log index, printk time) of the first message that says `what`."""
-    for index, (t, text) in enumerate(record.kmsg()):
+    for index, (t, text) in enumerate(record.messages):
         if is_ready(text):
             return index, t
     raise LookupError(f"no '{what}' in the kernel log of {record.name} ({record.data_log})")

@@ -134,10 +134,6 @@ class BootRecord:
         found = self.probe_events(event)
         return found[0] if found else None
 
-    def kmsg(self) -> list[tuple[float, str]]:
-        """The whole kernel log in log order: (printk time, text)."""
-        return self.messages
-
     def task(self, name: str) -> TaskOutput:
         if name not in self.tasks:
             raise KeyError(f"task '{name}' printed nothing in {self.data_log}")
@@ -223,7 +219,7 @@ def kmsg_position(record: BootRecord, text: str, nth: int = 0) -> tuple[int, flo
     """(index in the kernel log, printk time) of the record containing text, the
     first one or the nth after it (counted from 0)."""
     seen = 0
-    for index, (t, message) in enumerate(record.kmsg()):
+    for index, (t, message) in enumerate(record.messages):
         if text in message:
             if seen == nth:
                 return index, t
