@@ -316,12 +316,15 @@ def main(argv: list[str]) -> int:
             results: dict[tuple[int, int], BootRecord] = {}
             boots_of = {id(cell): len(requests) for cell, requests in plans}
 
-            def one(request: BootRequest) -> BootRecord:
+            def one(cell: Cell, n: int, request: BootRequest) -> BootRecord:
                 with pool.lease() as lease:
+                    progress(f"{cell.profile} × {cell.variant} boot {n}/{boots_of[id(cell)]} "
+                             f"started" + (f" on {lease.host.uri}" if len(pool.hosts) > 1
+                                           else ""))
                     return boot(conn, request, lease=lease, heartbeat=progress)
 
             with ThreadPoolExecutor(max_workers=pool.slots) as executor:
-                futures = {executor.submit(one, request): (cell, n)
+                futures = {executor.submit(one, cell, n, request): (cell, n)
                            for cell, n, request in jobs}
                 try:
                     for future in as_completed(futures):
@@ -339,9 +342,11 @@ def main(argv: list[str]) -> int:
                             outcome, where = f"failed: {exc}", ""
                         if cell.cap_s is not None:
                             done += 1
+                        took = (f" after {record.ended_at - record.started_at:.0f} s"
+                                if (id(cell), n) in results else "")
                         progress(f"[{done}/{planned}] {cell.profile} × {cell.variant} boot "
                                  f"{n}/{boots_of[id(cell)]}{where}: "
-                                 f"{outcome}{eta()}")
+                                 f"{outcome}{took}{eta()}")
                 except KeyboardInterrupt as exc:
                     # The boots in flight stop following their channels, and their
                     # domains go: the threads end at once. The boots that finished
