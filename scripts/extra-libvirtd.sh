@@ -31,9 +31,8 @@ start)
 	cp -a /etc/libvirt/. "$dir/etc/"
 	# None of the host's own networks, pools or domains: they are the first daemon's.
 	rm -rf "$dir/etc/qemu/networks/autostart" "$dir/etc/storage" "$dir/etc/qemu/"*.xml
-	# The host's qemu.conf as setup.sh left it (QEMU as root, no security driver,
-	# no cgroups), plus: no virtlogd in this namespace.
-	echo 'stdio_handler = "file"' >>"$dir/etc/qemu.conf"
+	# The host's qemu.conf as setup.sh left it: QEMU as root, no security driver,
+	# no cgroups, no virtlogd (stdio_handler "file").
 	cat >"$dir/etc/libvirtd.conf" <<CONF
 unix_sock_dir = "$dir/sock"
 unix_sock_rw_perms = "0700"
