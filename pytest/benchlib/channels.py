@@ -4,8 +4,8 @@ Port 0, the console (ttyS0), carries the kernel log, the init's own stdout and
 the console noise some tasks make; port 1, the data channel (ttyS1), carries the
 init's stage markers and its framed task output, and nothing else.
 
-On this host, both ports are files that libvirt opens for QEMU (through
-virtlogd), whatever the profile's XML says about them: QEMU writes every byte
+On this host, both ports are files that QEMU writes itself (setup.sh sets
+stdio_handler "file": no virtlogd), whatever the profile's XML says about them: QEMU writes every byte
 the guest sends, from the first instruction on, and the host follows the files
 as they grow. On a host that does not share our files, both ports are ptys, and
 a libvirt stream (virDomainOpenConsole) per port is copied by a thread into the
@@ -34,9 +34,10 @@ STREAM_DEVICES = {CONSOLE_PORT: "serial0", DATA_PORT: "serial1"}
 NAMESPACES = {"qemu": "http://libvirt.org/schemas/domain/qemu/1.0",
               "bench": "urn:x-randomness-bench:profile:1"}
 STREAM_CHUNK = 1 << 16
-# How long the channels may take to settle after the domain is gone: virtlogd
-# writes the files a little after QEMU (seen: well under 100 ms), a stream's
-# reader sees its end when the daemon closes it.
+# How long the channels may take to settle after the domain is gone: on a host
+# whose libvirt logs through virtlogd, it writes the files a little after QEMU
+# (seen: well under 100 ms); a stream's reader sees its end when the daemon
+# closes it.
 DRAIN_S = 10.0
 # A local file counts as complete once it has not grown for this long.
 SETTLE_S = 0.3

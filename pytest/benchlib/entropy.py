@@ -152,9 +152,10 @@ def capture_start(record: BootRecord) -> Optional[float]:
 
 
 def channel_text(data_log: Path) -> str:
-    """The whole data channel: virtlogd rotates the file at its max_size (2 MiB by
-    default) into data.log.0 (newest), .1, ...; a 1,000,000-sample capture spans
-    several of them. Oldest first, the current file last."""
+    """The whole data channel. Where a host's libvirt writes it through virtlogd
+    (ours does not: setup.sh), virtlogd rotates the file at its max_size (2 MiB
+    by default) into data.log.0 (newest), .1, ...; a 1,000,000-sample capture
+    spans several of them. Oldest first, the current file last."""
     rotated = sorted(data_log.parent.glob(data_log.name + ".*"),
                      key=lambda p: int(p.suffix[1:]) if p.suffix[1:].isdigit() else -1,
                      reverse=True)
