@@ -158,6 +158,22 @@ def test_lrng_output_comes_from_a_chacha20_generator_keyed_per_cpu(boot_guest, b
     lrngcheck.assert_output_from_chacha20(record)
 
 
+# ---- Reseed interval ------------------------------------------------------------------
+
+@pytest.mark.parametrize("output", ["chacha20", "drbg"])
+def test_lrng_reseed_interval_kept_by_either_output_generator(boot_guest, bench_variant,
+                                                               output: str) -> None:
+    """urandom_min_reseed_secs bounds how long output comes from one seed: a read
+    past it reseeds node 0's secondary DRBG (lrng 0010: the ChaCha20 keys too),
+    and an interval of months neither overflows into a reseed per read (lrng 0009)
+    nor is silently cut."""
+    record = boot_guest(WRITES_PROFILE, tasks=["probe", "lrngreseed"],
+                        variant=bench_variant(VARIANT),
+                        extra_cmdline="lrng.drbg_output=1" if output == "drbg" else "")
+    phases = lrngcheck.assert_reseed_interval_kept(record)
+    print("\n" + "\n".join(map(str, phases.values())))
+
+
 # ---- DRBG ---------------------------------------------------------------------------------
 
 def test_lrng_drbg_known_answer_and_crypto_selftests(lrng_boot) -> None:

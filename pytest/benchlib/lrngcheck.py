@@ -397,6 +397,60 @@ def assert_output_from_chacha20(record: BootRecord) -> None:
             f"not by a ChaCha20 generator keyed from it (at most {most} bytes of keys)")
 
 
+# ---- Reseed interval ------------------------------------------------------------------
+# Task lrngreseed (fixtures/init): phase "due" sets urandom_min_reseed_secs to
+# bench.reseed_secs and reads once, then again past the interval; phase "long"
+# sets an interval whose jiffies overflow an int and reads LONG_RESEED_READS times.
+RESEED_PHASES = ("due", "long")
+LONG_RESEED_READS = 16
+
+
+@dataclass(frozen=True)
+class ReseedPhase:
+    name: str
+    settings: tuple[str, ...]  # "accepted N" / "refused N", in the order tried
+    reseeds: int               # node 0's secondary DRBG reseeds during the phase
+
+    def __str__(self) -> str:
+        return f"{self.name}: {', '.join(self.settings)}; {self.reseeds} reseed(s)"
+
+
+def reseed_phases(record: BootRecord) -> dict[str, ReseedPhase]:
+    sections = record.finished_task("lrngreseed").sections()
+    phases = {}
+    for name in RESEED_PHASES:
+        before, after = sections.get(f"{name} before"), sections.get(f"{name} after")
+        assert before is not None and after is not None, (
+            f"task lrngreseed did not report phase {name!r} ({record.data_log})")
+        counts = []
+        for lines in (before, after):
+            node0 = lrng_state(lines).get("node0")
+            assert isinstance(node0, dict), (
+                f"no node0 line in the LRNG state of phase {name!r}: were the DRBGs up? "
+                f"({record.data_log})")
+            counts.append(int(node0["reseeds"]))
+        settings = tuple(line[len("set: "):] for line in before if line.startswith("set: "))
+        phases[name] = ReseedPhase(name, settings, counts[1] - counts[0])
+    return phases
+
+
+def assert_reseed_interval_kept(record: BootRecord) -> dict[str, ReseedPhase]:
+    """A read past the reseed interval reseeds node 0's secondary DRBG, whatever
+    hands out the output; an interval too long for jiffies never makes every
+    read reseed (it is refused, or kept in full)."""
+    phases = reseed_phases(record)
+    due, long = phases["due"], phases["long"]
+    assert due.settings and due.settings[0].startswith("accepted"), (
+        f"the kernel refused the short reseed interval: {due}")
+    assert due.reseeds >= 1, (
+        f"no reseed of node 0's secondary DRBG for a read past the reseed interval "
+        f"({due}): the output generator outlives the interval")
+    assert long.reseeds == 0, (
+        f"{long.reseeds} reseeds in {LONG_RESEED_READS} reads with a reseed interval of "
+        f"months ({long}): the interval overflowed into the past")
+    return phases
+
+
 # ---- DRBG ---------------------------------------------------------------------------
 
 def crypto_algorithms(lines: list[str]) -> list[dict[str, str]]:
