@@ -7,6 +7,7 @@
                           [--libvirt-uri URI ...] [--jobs-per-host N] [--libvirt-pool NAME]
                           [--no-clones] [--no-throughput] [--no-entropy]
                           [--image NAME ...] [--list-images]
+                          [--quiet | --progress text|json]
 
 Writes results/<timestamp>/: report.txt, report.html, report.json, junit.xml and one folder
 per boot with its domain XML, console log and data log. Exits 1 when a cell's
@@ -23,6 +24,11 @@ Every argument is checked before anything is built or booted (benchlib/options.p
 ranges, repeats dropped, relative paths resolved against the current directory).
 --check-only stops there; --dry-run also prints the plan and its time estimate
 (benchlib/dryrun.py).
+
+While it runs, it says what it does on stderr (benchlib/progress.py): a line as each
+boot starts and ends, the last with the boots done of those planned (the matrix's
+and the throughput comparison's) and the time the rest will take (benchlib/eta.py).
+--progress=json gives each of these as a JSON object; --quiet none of them.
 """
 from __future__ import annotations
 
@@ -36,8 +42,9 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 
 from .cli import EXIT_INTERRUPTED, run_main
@@ -46,6 +53,7 @@ from .stages import INTERRUPTED
 from . import paths
 from .accel import resolve_accel
 from .errors import BenchError, NeedsKvm, Skip
+from .eta import BootKey, Eta
 from .guest import (BootRequest, boot, choose_emulator, clear_stale,
                     install_signal_handlers, reap_survivors)
 from .hosts import DEFAULT_URI, HostPool
@@ -54,6 +62,7 @@ from .record import BootRecord
 from .remote import DEFAULT_POOL
 from .kernels import kernel_version, variant_kernel
 from .profiles import Profile, all_profiles, get_profile, use_directory
+from .progress import QUIET, STYLES, TEXT, BootLabel, Progress
 from .report import Cell, not_ok, over_budget, remove_if_empty, run_failed, write
 from .report_json import run_meta
 from .userkernel import KernelUnderTest, user_kernel
@@ -72,6 +81,46 @@ MATRIX_PROBE_FLAGS = "b"
 # after its final milestone (benchlib/entropy.py, about 10 s), for the entropy
 # table (benchlib/entropy_report.py).
 ENTROPY_TASK = "entropy_capture"
+# The workloads of the run's boots, as the time estimate tells them apart.
+MATRIX = "matrix"
+THROUGHPUT = "throughput"   # one at a time (benchlib/throughput.py)
+
+
+@dataclass
+class Job:
+    """One boot to make: its cell, its number among the cell's boots, its request."""
+    cell: Cell
+    n: int
+    of: int
+    request: BootRequest
+    workload: str
+
+    @property
+    def key(self) -> BootKey:
+        return BootKey(self.cell.profile, self.cell.variant, self.workload)
+
+    def label(self, host: Optional[str] = None) -> BootLabel:
+        return BootLabel(self.key, self.n, self.of, host)
+
+
+@dataclass
+class BootOutcome:
+    """How a boot ended: its record, or the error that ended it; its wall time."""
+    record: Optional[BootRecord]
+    error: Optional[BenchError]
+    seconds: float
+
+
+def jobs_of(plans: list[tuple[Cell, list[BootRequest]]], workload: str) -> list[Job]:
+    """The boots of the planned cells, cell after cell."""
+    return [Job(cell, n, len(requests), request, workload)
+            for cell, requests in plans for n, request in enumerate(requests, 1)]
+
+
+def in_rounds(jobs: list[Job]) -> list[Job]:
+    """The same boots, every cell's first, then every cell's second, ...: a change in
+    host load over the run falls on every cell alike."""
+    return sorted(jobs, key=lambda job: job.n)
 
 
 def parse_args(argv: list[str], cwd: Optional[Path] = None) -> argparse.Namespace:
@@ -130,14 +179,21 @@ def parse_args(argv: list[str], cwd: Optional[Path] = None) -> argparse.Namespac
                              "profiles, a first and a second boot each (repeatable)")
     parser.add_argument("--list-images", action="store_true",
                         help="list the image recipes and whether their roots are built, and stop")
+    said = parser.add_mutually_exclusive_group()
+    said.add_argument("--quiet", action="store_true",
+                      help="no progress lines: only errors, the report and its path")
+    said.add_argument("--progress", choices=STYLES, default=TEXT,
+                      help="progress on stderr as text lines, or as one JSON object a line "
+                           "(benchlib/progress.py; default text)")
     args = parser.parse_args(argv)
     args.variant = args.variant or known_variants()
     options.check(args, cwd or Path.cwd())
     return args
 
 
-def progress(message: str) -> None:
-    print(f"==> [run {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+def progress_of(args: argparse.Namespace) -> Progress:
+    """Where the run's progress goes, as --quiet and --progress say."""
+    return Progress(QUIET if args.quiet else args.progress)
 
 
 def listing_accel(args: argparse.Namespace) -> tuple[str, str]:
@@ -169,7 +225,7 @@ def list_profiles(profiles: list[Profile], accel: str, why: str) -> None:
 
 def check_clones(cells: list[Cell], kernels: dict[str, Path],
                  users: Optional[KernelUnderTest], accel: str, conn: object,
-                 outdir: Path) -> None:
+                 outdir: Path, progress: Callable[[str], None]) -> None:
     """The clone-safe column: per cell that ran, one guest saved past two minutes of
     uptime and restored twice (benchlib/clones.py), several at a time. A case that
     could not be run is a failure of its cell."""
@@ -207,6 +263,7 @@ def check_clones(cells: list[Cell], kernels: dict[str, Path],
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
+    say = progress_of(args)
     if args.profiles_dir:
         use_directory(args.profiles_dir)
     if args.list_profiles and not args.check_only:
@@ -226,7 +283,7 @@ def main(argv: list[str]) -> int:
         unpack_root = Path(tempfile.mkdtemp(prefix="bench-kernel-"))
         atexit.register(shutil.rmtree, unpack_root, True)
         users = user_kernel(args.kernel, args.modules, args.kernel_deb, unpack_root)
-        progress(f"kernel 'custom': {users.describe()}")
+        say.message(f"kernel 'custom': {users.describe()}")
     budget_s = {} if args.no_budget else budgets.load(args.budget)
     if args.check_only:
         return 0
@@ -256,34 +313,27 @@ def main(argv: list[str]) -> int:
     conn = pool.first.conn
     install_signal_handlers()
     for line in clear_stale(pool.hosts, args.reap):
-        progress(line)
+        say.message(line)
     if len(pool.hosts) > 1 or args.jobs_per_host > 1:
-        progress(f"{pool.slots} boot(s) at a time: " + ", ".join(
+        say.message(f"{pool.slots} boot(s) at a time: " + ", ".join(
             f"{h.uri} ({h.jobs}, {'local files' if h.shares_files else 'uploads and streams'})"
             for h in pool.hosts))
-    planned = len(profiles) * len(kernels) * args.boots
-    started = time.monotonic()
-    done = 0
+    # The boots done, planned and left, the throughput comparison's (one at a time) too.
+    eta = Eta({MATRIX: pool.slots, THROUGHPUT: 1})
     # Why the run stopped early (a signal), once it did: the report is still written.
     stop: list[str] = []
 
-    def eta() -> str:
-        if not done:
-            return ""
-        left = (time.monotonic() - started) / done * (planned - done)
-        return f", about {left / 60:.0f} min left" if left > 60 else f", about {left:.0f} s left"
-
     try:
         accel, why = resolve_accel(args.accel, conn, paths.initramfs(), outdir)
-        progress(f"guests run under {accel.upper()} ({why})")
+        say.message(f"guests run under {accel.upper()} ({why})")
         if args.image:
             meta = {**run_meta(argv, []), "accel": accel, "accel_why": why,
                     "kernels": [{"variant": v, "image": str(k), "version": kernel_version(k)}
                                 for v, k in kernels.items()]}
             return imagerun.run(args, profiles, kernels, users, conn, outdir, accel, meta)
         def plan_cell(profile: Profile, variant: str, kernel: Path, tasks: list[str],
-                      params: dict[str, str], boots: int = args.boots,
-                      trace: str | None = None) -> tuple[Cell, list[BootRequest]]:
+                      params: dict[str, str], trace: str | None = None
+                      ) -> tuple[Cell, list[BootRequest]]:
             """A cell and the boots it needs (none if it is skipped, saying why)."""
             matrix = "until" in tasks
             cell = Cell(profile.name, variant, cap_s=args.cap if matrix else None,
@@ -291,7 +341,7 @@ def main(argv: list[str]) -> int:
             modular = users if users is not None and variant == users.label else None
             requests = []
             try:
-                for n in range(1, boots + 1):
+                for n in range(1, args.boots + 1):
                     capture = [ENTROPY_TASK] if matrix and n == 1 and not args.no_entropy else []
                     requests.append(plan.request(
                         profile, outdir=outdir / "boots", accel=accel, tasks=tasks + capture,
@@ -300,53 +350,49 @@ def main(argv: list[str]) -> int:
                         params=params, timeout_s=args.timeout, trace=trace))
             except Skip as exc:
                 cell.skipped = str(exc)
-                progress(f"{profile.name} × {variant}: skipped: {exc}")
+                say.message(f"{profile.name} × {variant}: skipped: {exc}")
                 return cell, []
             return cell, requests
 
-        def run_cells(plans: list[tuple[Cell, list[BootRequest]]]) -> list[Cell]:
-            """Every boot of the cells, as many at a time as the hosts have slots;
-            a cell's records in the order of its boots. Once the run was
-            interrupted (`stop`), no boot starts."""
-            nonlocal done
-            if stop:
-                return [cell for cell, _ in plans]
-            jobs = [(cell, n, request) for cell, requests in plans
-                    for n, request in enumerate(requests, 1)]
-            results: dict[tuple[int, int], BootRecord] = {}
-            boots_of = {id(cell): len(requests) for cell, requests in plans}
+        def timed_boot(job: Job) -> BootOutcome:
+            """The boot, once a host's slot is free; its wall time from then."""
+            with pool.lease() as lease:
+                say.boot_started(job.label(lease.host.uri if len(pool.hosts) > 1 else None), eta)
+                started = time.monotonic()
+                record, error = None, None
+                try:
+                    record = boot(conn, job.request, lease=lease, heartbeat=say.message)
+                except BenchError as exc:
+                    error = exc
+                return BootOutcome(record, error, time.monotonic() - started)
 
-            def one(cell: Cell, n: int, request: BootRequest) -> BootRecord:
-                with pool.lease() as lease:
-                    progress(f"{cell.profile} × {cell.variant} boot {n}/{boots_of[id(cell)]} "
-                             f"started" + (f" on {lease.host.uri}" if len(pool.hosts) > 1
-                                           else ""))
-                    return boot(conn, request, lease=lease, heartbeat=progress)
+        def outcome_text(job: Job, outcome: BootOutcome) -> str:
+            if outcome.record is None:
+                return f"failed: {outcome.error}"
+            if job.cell.cap_s is None:
+                return "ok"
+            return f"final milestone {measure.until_outcome(outcome.record) or '?'}"
 
-            with ThreadPoolExecutor(max_workers=pool.slots) as executor:
-                futures = {executor.submit(one, cell, n, request): (cell, n)
-                           for cell, n, request in jobs}
+        def run_boots(jobs: list[Job], at_once: int) -> None:
+            """Make the boots, `at_once` at a time (each holding a host's slot while it
+            runs, in the order given as slots free up), and add each to its cell: a
+            cell's records in the order of its boots. Once the run was interrupted
+            (`stop`), no boot starts."""
+            if stop or not jobs:
+                return
+            outcomes: dict[int, BootOutcome] = {}
+            with ThreadPoolExecutor(max_workers=at_once) as executor:
+                futures = {executor.submit(timed_boot, job): i for i, job in enumerate(jobs)}
                 try:
                     for future in as_completed(futures):
-                        cell, n = futures[future]
-                        try:
-                            record = future.result()
-                            results[(id(cell), n)] = record
-                            outcome = "ok"
-                            if cell.cap_s is not None:
-                                outcome = (f"final milestone "
-                                           f"{measure.until_outcome(record) or '?'}")
-                            where = f" on {record.host}" if len(pool.hosts) > 1 else ""
-                        except BenchError as exc:
-                            cell.failures.append(str(exc))
-                            outcome, where = f"failed: {exc}", ""
-                        if cell.cap_s is not None:
-                            done += 1
-                        took = (f" after {record.ended_at - record.started_at:.0f} s"
-                                if (id(cell), n) in results else "")
-                        progress(f"[{done}/{planned}] {cell.profile} × {cell.variant} boot "
-                                 f"{n}/{boots_of[id(cell)]}{where}: "
-                                 f"{outcome}{took}{eta()}")
+                        job = jobs[futures[future]]
+                        outcome = outcomes[futures[future]] = future.result()
+                        if outcome.error is not None:
+                            job.cell.failures.append(str(outcome.error))
+                        eta.finished(job.key, outcome.seconds)
+                        host = outcome.record.host if outcome.record is not None else None
+                        say.boot_finished(job.label(host if len(pool.hosts) > 1 else None),
+                                          outcome_text(job, outcome), outcome.seconds, eta)
                 except KeyboardInterrupt as exc:
                     # The boots in flight stop following their channels, and their
                     # domains go: the threads end at once. The boots that finished
@@ -355,40 +401,42 @@ def main(argv: list[str]) -> int:
                     for future in futures:
                         future.cancel()
                     reap_survivors(pool.hosts)
-                    stop.append(f"interrupted ({str(exc) or 'SIGINT'}) after {done} of "
-                                f"{planned} matrix boots")
-            for cell, n, _ in jobs:
-                if (id(cell), n) in results:
-                    cell.records.append(results[(id(cell), n)])
-            return [cell for cell, _ in plans]
+                    workload = jobs[0].workload
+                    stop.append(f"interrupted ({str(exc) or 'SIGINT'}) after "
+                                f"{eta.done(workload)} of {eta.planned(workload)} {workload} "
+                                "boots")
+            for i, job in enumerate(jobs):
+                if i in outcomes and outcomes[i].record is not None:
+                    job.cell.records.append(outcomes[i].record)
 
         def matrix_params(variant: str) -> dict[str, str]:
             return {"probe": MATRIX_PROBE_FLAGS, "until": load_variant(variant).until_pattern(),
                     "until_cap": f"{args.cap:.0f}"}
 
-        cells = run_cells([plan_cell(profile, variant, kernel, MATRIX_TASKS,
-                                     matrix_params(variant), trace=load_variant(variant).trace)
-                           for profile in profiles for variant, kernel in kernels.items()])
+        matrix = [plan_cell(profile, variant, kernel, MATRIX_TASKS, matrix_params(variant),
+                            trace=load_variant(variant).trace)
+                  for profile in profiles for variant, kernel in kernels.items()]
+        # The getrandom() comparison: every variant booted as often in one profile,
+        # one boot at a time, round after round, after the matrix and the clone check.
+        bench = [plan_cell(get_profile(throughput.PROFILE), variant, kernel, throughput.TASKS, {})
+                 for variant, kernel in kernels.items()] \
+            if len(kernels) > 1 and not args.no_throughput else []
+        matrix_jobs = jobs_of(matrix, MATRIX)
+        bench_jobs = in_rounds(jobs_of(bench, THROUGHPUT))
+        eta.expect(job.key for job in matrix_jobs + bench_jobs)
+        run_boots(matrix_jobs, pool.slots)
+        cells = [cell for cell, _ in matrix]
         if not args.no_clones and not stop:
             try:
-                check_clones(cells, kernels, users, accel, conn, outdir)
+                check_clones(cells, kernels, users, accel, conn, outdir, say.message)
             except KeyboardInterrupt as exc:
                 stop.append(f"interrupted ({str(exc) or 'SIGINT'}) during the clone check")
         bench_rows: list[dict[str, object]] = []
-        if len(kernels) > 1 and not args.no_throughput and not stop:
-            # One boot per variant in turn, so that a change in host load over the
-            # run falls on every variant alike.
-            bench = {v: Cell(throughput.PROFILE, v) for v in kernels}
-            for _ in range(args.boots):
-                for variant, kernel in kernels.items():
-                    one, = run_cells([plan_cell(get_profile(throughput.PROFILE), variant,
-                                                kernel, throughput.TASKS, {}, boots=1)])
-                    bench[variant].records += one.records
-                    bench[variant].failures += one.failures
-                    bench[variant].skipped = one.skipped
+        if bench and not stop:
+            run_boots(bench_jobs, 1)
             if not stop:        # an interrupted comparison would judge part of a round
-                bench_rows = throughput.compare({v: c.records for v, c in bench.items()})
-            cells += [c for c in bench.values() if c.failures]
+                bench_rows = throughput.compare({c.variant: c.records for c, _ in bench})
+            cells += [c for c, _ in bench if c.failures]
     finally:
         pool.close()
     # report.json's meta block (benchlib/report.schema.json): what any run says of
