@@ -39,7 +39,7 @@ from benchlib.guest import check_accel
 from benchlib.hosts import HostPool
 from benchlib.imageboot import ImageCase, ImageOutcome
 from benchlib.images import BadImage
-from benchlib.paths import REPO
+from benchlib.paths import REPO, kernel_image
 from benchlib.profiles import get_profile
 from benchlib.record import TaskOutput
 from benchlib.trace import TraceIncomplete
@@ -273,6 +273,46 @@ def test_image_boots_on_debian_cloud_kernel(image_outcome: Outcomes) -> None:
     loaded = [t for _, t in boot.record.messages if "systemd[1]: Inserted module" in t
               or "systemd[1]: Finished modprobe@" in t]
     assert loaded, "no module was loaded from the image's module tree"
+
+
+# --- A boot that never gets there ----------------------------------------------------
+
+# The LRNG in a quiet profile is ready only after minutes (it has no jitter source):
+# an image's first boot on it waits for randomness well past this deadline.
+STUCK_VARIANT, STUCK_DEADLINE_S = "lrng", 45
+
+
+@pytest.mark.benchkernels
+def test_image_boot_stuck_before_multi_user_is_collected_at_its_deadline(
+        host_pool: HostPool, accel: str, run_dir: Path, image_root: images.Root,
+        bench_variant: Callable[[str], str]) -> None:
+    """A first boot still short of multi-user.target at the collector's deadline
+    (fixtures/image/bench-deadline.service) reports anyway: the jobs still waiting,
+    and the task still blocked on randomness, named by its unit."""
+    variant = bench_variant(STUCK_VARIANT)
+    case = ImageCase(images.load(IMAGE), image_root, get_profile(QUIET), variant,
+                     kernel_image(variant), controls=True, collect_by_s=STUCK_DEADLINE_S)
+    try:
+        check_accel(case.profile, accel)
+    except NeedsKvm as exc:
+        pytest.skip(str(exc))
+    with host_pool.lease(host_pool.first):
+        outcome = imageboot.run_cases(host_pool.first.conn, [case], run_dir, accel)[case.key]
+    assert not outcome.failures, "; ".join(outcome.failures)
+    boot = first_of(outcome)
+    assert not boot.reached_target, (
+        f"multi-user.target came before the {STUCK_DEADLINE_S} s deadline: this boot "
+        f"shows nothing about a stuck one\n{describe(boot)}")
+    assert any("multi-user.target" in job for job in boot.pending_jobs), boot.pending_jobs
+    assert STUCK_DEADLINE_S <= boot.trace_end, (boot.trace_end, describe(boot))
+    still = [w for w in boot.blocked() if w.ended is None]
+    assert CONTROL_BLOCK in {w.unit for w in still}, (
+        f"the blocking control's wait is not reported open at the deadline\n{describe(boot)}")
+    row = image_report.row(outcome)
+    assert any("stuck" in f and CONTROL_BLOCK in f for f in row["failures"]), row["failures"]
+    text = image_report.text([row], [], {})
+    assert "STUCK: multi-user.target not reached" in text and CONTROL_BLOCK in text, text
+    print("\n" + text)
 
 
 # --- Bad input ---------------------------------------------------------------------

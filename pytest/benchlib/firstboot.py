@@ -52,6 +52,10 @@ FIRST_BOOT_MILESTONES = {
 CONTROL_BLOCK, CONTROL_NONBLOCK = "bench-control-block.service", "bench-control-nonblock.service"
 
 
+# fixtures/image/collect's "collected_by": multi-user.target reached, or its deadline.
+COLLECTED_AT_TARGET, COLLECTED_AT_DEADLINE = "target", "deadline"
+
+
 class CollectorFailed(BenchError):
     """The image's collector (fixtures/image/collect) did not report whole."""
 
@@ -136,6 +140,14 @@ class FirstBoot:
     system_state: str
     seed: Optional[bytes]
     missed: dict[str, int] = field(default_factory=dict)   # missed hits per event
+    # Who collected: "target" (multi-user.target reached) or "deadline" (the boot
+    # was still short of it at bench.collect_by, fixtures/image/collect).
+    collected_by: str = COLLECTED_AT_TARGET
+    pending_jobs: list[str] = field(default_factory=list)  # systemctl list-jobs then
+
+    @property
+    def reached_target(self) -> bool:
+        return self.collected_by == COLLECTED_AT_TARGET
 
     def complete(self, event: str) -> bool:
         """The trace saw every hit of this event (an absence of it is evidence)."""
@@ -354,7 +366,9 @@ def view(record: BootRecord, armed_set: list[str]) -> FirstBoot:
         ioctls=[e for e in events if e.event == IOCTL_EVENT],
         credits=sum_credits(events, ready_at), units=units, controls=controls,
         failed_units=[line.split()[0] for line in parts.get("failed", []) if line.strip()],
-        system_state=str(system.get("state", "")), seed=seed, missed=missed)
+        system_state=str(system.get("state", "")), seed=seed, missed=missed,
+        collected_by=str(system.get("collected_by", COLLECTED_AT_TARGET)),
+        pending_jobs=[line.strip() for line in parts.get("pending", []) if line.strip()])
 
 
 def blocking_call(event: TraceEvent) -> bool:

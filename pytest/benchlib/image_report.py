@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Optional
 from xml.etree import ElementTree as ET
 
-from .firstboot import SEED_COMM, FirstBoot, seed_fed
+from .firstboot import COLLECTED_AT_DEADLINE, SEED_COMM, FirstBoot, seed_fed
 from .imageboot import ImageOutcome, kernel_config
 from .images import Recipe
 
@@ -44,6 +44,8 @@ def boot_summary(boot: FirstBoot) -> dict[str, object]:
         "seed_rndaddentropy": boot.added_entropy(SEED_COMM),
         "seed_credited_bits": boot.seed_credit_bits(),
         "failed_units": boot.failed_units,
+        "collected_by": boot.collected_by,
+        "pending_jobs": boot.pending_jobs,
         "missed_hits": boot.missed,
         "trace_end_s": _round(end),
     }
@@ -63,8 +65,22 @@ def row(outcome: ImageOutcome) -> dict[str, object]:
         "second": boot_summary(outcome.second) if outcome.second else None,
         "seed_fed": seed_fed(outcome.first, outcome.second)
         if outcome.first and outcome.second else None,
-        "failures": list(outcome.failures),
+        "failures": list(outcome.failures) + stuck_failures(outcome),
     }
+
+
+def stuck_failures(outcome: ImageOutcome) -> list[str]:
+    """A boot collected at its deadline, short of multi-user.target, fails its cell
+    (it did not finish its first boot), saying what it still waited for."""
+    said = []
+    for which, boot in (("first boot", outcome.first), ("second boot", outcome.second)):
+        if boot is None or boot.reached_target:
+            continue
+        waiting = sorted({w.unit or w.comm for w in boot.blocked() if w.ended is None})
+        said.append(f"{which}: stuck: multi-user.target not reached when the trace stopped "
+                    f"at {boot.trace_end:.0f} s; still blocked on randomness: "
+                    f"{', '.join(waiting) or 'nobody'}")
+    return said
 
 
 def recipe_meta(recipe: Recipe) -> dict[str, object]:
@@ -85,8 +101,19 @@ def _when(value: object) -> str:
 def _boot_lines(summary: dict[str, object], title: str) -> list[str]:
     milestones = summary["milestones"]
     assert isinstance(milestones, dict)
-    lines = [f"  {title}: ready ({summary['ready_milestone']}) {_when(summary['ready_s'])}; "
+    ready, trace_end = summary["ready_s"], summary["trace_end_s"]
+    late = (" (after the trace stopped, while the collector reported: outside the measured boot)"
+            if isinstance(ready, float) and isinstance(trace_end, float) and ready > trace_end
+            else "")
+    lines = [f"  {title}: ready ({summary['ready_milestone']}) {_when(ready)}{late}; "
              f"blocked {summary['blocked_s']:.2f} s in all"]
+    if summary["collected_by"] == COLLECTED_AT_DEADLINE:
+        pending = summary["pending_jobs"]
+        assert isinstance(pending, list)
+        lines.append(f"    STUCK: multi-user.target not reached by the collector's deadline "
+                     f"(trace stopped at {summary['trace_end_s']:.2f} s); "
+                     f"{len(pending)} job(s) still waiting:")
+        lines += [f"      {job}" for job in pending] or ["      (none listed)"]
     for name, t in milestones.items():
         lines.append(f"    {name:<20} {_when(t)}")
     blocked = summary["blocked"]

@@ -67,10 +67,12 @@ DAEMON_UNITS = {
 # /dev/console for a locale and a root password that cloud images preseed.
 ALWAYS_MASKED = ("serial-getty@.service", "systemd-firstboot.service")
 # The bench's own units (fixtures/image/), each with the target that wants it: the
-# collector in every image boot; the controls only in the boots that check the
+# collector in every image boot, with its deadline (a boot that never reaches
+# multi-user.target still reports); the controls only in the boots that check the
 # observer (pytest -k image), because the blocking control's wait starts the
 # kernel's jitter entropy and so changes when the RNG gets ready for everyone.
-COLLECTOR_UNITS = {"bench-collect.service": "multi-user.target"}
+COLLECTOR_UNITS = {"bench-collect.service": "multi-user.target",
+                   "bench-deadline.service": "sysinit.target"}
 CONTROL_UNITS = {
     "bench-control-block.service": "sysinit.target",
     "bench-control-nonblock.service": "sysinit.target",
