@@ -39,6 +39,7 @@ class Capabilities:
     deterministic: bool      # QEMU -icount: interrupt timing follows instructions
     sint_injector: bool      # QEMU's hyperv-testdev: the guest can raise a SINT itself
     vm_generation_id: bool   # <genid/>: a VM generation ID, new in each restored clone
+    enlightened_apic: bool = False   # Hyper-V <vapic state='on'/>: EOI, ICR, TPR by MSR
 
     @property
     def interrupt_only(self) -> bool:
@@ -76,6 +77,8 @@ def _capabilities(root: ET.Element) -> Capabilities:
         deterministic=any(a.startswith("-icount") or a.startswith("shift=") for a in qemu_args),
         sint_injector="hyperv-testdev" in qemu_args,
         vm_generation_id=root.find("genid") is not None,
+        enlightened_apic=hyperv is not None and any(
+            v.get("state") == "on" for v in hyperv.iterfind("vapic")),
     )
 
 
