@@ -44,6 +44,8 @@ def test_debug_kernel_hotplug_under_getrandom_reports_nothing(bench_variant, boo
     assert summary, f"{kernel}: no hotplug summary in {record.data_log}"
     assert int(summary.group(1)) >= MIN_HOTPLUG_ROUNDS, f"{kernel}: {summary.group(0)}"
     assert summary.group(4) == "0-1", f"{kernel}: CPU 1 did not come back: {summary.group(0)}"
+    assert summary.group(2, 3) == ("0", "0"), (
+        f"{kernel}: a getrandom() reader failed across the hotplug: {summary.group(0)}")
     for cpu in ("cpu0", "cpu1"):
         calls = [int(m.group(1)) for line in sections.get(f"readers {cpu}", [])
                  if (m := READER_LINE.search(line))]

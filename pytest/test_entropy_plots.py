@@ -7,11 +7,13 @@ import json
 import random
 from pathlib import Path
 
+import matplotlib.pyplot
+
 from benchlib import entropy, entropy_plots
+from benchlib.pngcheck import PNG_MAGIC, drawn
 from benchlib.entropy_report import EntropyCell
 from benchlib.record import BootRecord, TaskOutput
 
-PNG_MAGIC = b"\x89PNG"
 TRACE_HEAD = "# entries-in-buffer/entries-written: {0}/{0}   #P:1"
 SAMPLES = 20_000
 SEED = 11
@@ -45,6 +47,18 @@ def test_entropy_plot_per_profile(tmp_path: Path) -> None:
     assert written == [tmp_path / "entropy-tcg-quiet.png"]
     data = written[0].read_bytes()
     assert data.startswith(PNG_MAGIC) and len(data) > 10_000, len(data)
+    assert drawn(written[0]), "the plot has no curve drawn"
+
+
+def test_blank_plot_is_told_from_a_drawn_one(tmp_path: Path) -> None:
+    """The check above on a plot with axes and labels but nothing drawn."""
+    figure, axes = matplotlib.pyplot.subplots()
+    axes.set_xlabel("interrupts")
+    axes.set_ylabel("bits")
+    blank = tmp_path / "blank.png"
+    figure.savefig(blank)
+    matplotlib.pyplot.close(figure)
+    assert not drawn(blank)
 
 
 def test_entropy_plot_curves_stop_at_the_capture(tmp_path: Path) -> None:

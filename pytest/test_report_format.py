@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from benchlib.pngcheck import drawn
 from benchlib import paths, report, report_html, report_json, throughput
 from benchlib.entropy_report import Behind, EntropyCell
 from benchlib.synthetic import throughput_records
@@ -435,6 +436,12 @@ def test_report_html_links_lead_to_every_log_and_plot(run: dict) -> None:
                outdir / "junit.xml"]
     unlinked = [str(p) for p in wanted if p.resolve() not in linked]
     assert not unlinked, f"report.html does not link to: {unlinked}"
+
+
+def test_report_milestone_plots_show_their_boots(run: dict) -> None:
+    """Each milestone plot has its cells' milestones drawn, not only axes."""
+    blank = [str(p) for p in run["plots"] if not drawn(p)]
+    assert not blank, f"plots with nothing drawn: {blank}"
 
 
 # ---- No empty results folder ------------------------------------------------------
