@@ -155,18 +155,26 @@ def test_harness_credit_check_rejects_a_wrong_rule() -> None:
         check_credit_rule(credit_sections({70: 3}, {1: 3}), stock_spill_credit)
 
 
+# How a fake boot's trace task came out: armed with events, armed but empty, with
+# events but the interrupt event not armed, or no trace task at all.
+TRACED, EMPTY_TRACE, UNARMED_TRACE, NO_TRACE = "traced", "empty", "unarmed", "none"
+ARMED_AIR = "p:kprobes/air add_interrupt_randomness irq=$arg1:s32"
+
+
 def fake_record(tmp_path: Path, probe_rc: int = 0, ready: bool = True,
-                traced: bool = True) -> BootRecord:
+                traced: str = TRACED) -> BootRecord:
     record = BootRecord(name="bench-x", profile="tcg-quiet", variant="stock", kernel="k",
                         accel="tcg", cmdline="", console_log=tmp_path / "c",
                         data_log=tmp_path / "d")
     record.messages = [(0.5, "bench: nonblock ok 1")] + (
         [(1.25, "random: crng init done")] if ready else [])
     record.tasks = {"probe": TaskOutput("probe", probe_rc), "kmsg": TaskOutput("kmsg", 0)}
-    if traced:
+    events = [] if traced == EMPTY_TRACE else [trace_line(0, 1.0, "air", "irq=4"),
+                                                trace_line(1, 1.3, "air", "irq=4")]
+    armed = [] if traced == UNARMED_TRACE else ["@@SECTION kprobe_events", ARMED_AIR]
+    if traced != NO_TRACE:
         record.tasks["trace"] = TaskOutput("trace", 0, [
-            "@@SECTION trace", TRACE_HEAD.format(2, 2),
-            trace_line(0, 1.0, "air", "irq=4"), trace_line(1, 1.3, "air", "irq=4")])
+            *armed, "@@SECTION trace", TRACE_HEAD.format(len(events), len(events)), *events])
     return record
 
 
@@ -174,7 +182,9 @@ def fake_record(tmp_path: Path, probe_rc: int = 0, ready: bool = True,
     ({}, "ok"),
     ({"probe_rc": 139}, "task failed: probe rc=139"),
     ({"ready": False}, "no data: no 'crng init done' in"),
-    ({"traced": False}, "no data: no kprobe trace"),
+    ({"traced": NO_TRACE}, "no data: no kprobe trace"),
+    ({"traced": EMPTY_TRACE}, "no data: no kprobe trace"),
+    ({"traced": UNARMED_TRACE}, "no data: no kprobe trace"),
 ])
 def test_harness_report_cell_verdicts(tmp_path: Path, change: dict, verdict: str) -> None:
     cell = Cell("tcg-quiet", "stock", records=[fake_record(tmp_path, **change)])

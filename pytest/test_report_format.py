@@ -55,6 +55,10 @@ def trace_line(cpu: int, t: float, event: str, args: str) -> str:
     return f"          <idle>-0       [{cpu:03d}] d.h..     {t:.6f}: {event}: (x+0x0/0x10) {args}"
 
 
+# The interrupt event as task trace lists it among the armed kprobes.
+ARMED_AIR = "p:kprobes/air add_interrupt_randomness irq=$arg1:s32"
+
+
 def boot(outdir: Path, profile: str, variant: str, n: int, *, reach: int | None = None,
          shared: bool = False, host: str = HOSTS[0], offset: float = 0.0) -> BootRecord:
     """A boot with its folder and log files: the variant's milestones up to `reach`
@@ -80,8 +84,9 @@ def boot(outdir: Path, profile: str, variant: str, n: int, *, reach: int | None 
     events += [trace_line(0, 0.7, "cred", "bits=64"), trace_line(1, 9.0, "cred", "bits=2")]
     record.tasks = {"probe": TaskOutput("probe", 0), "kmsg": TaskOutput("kmsg", 0),
                     "until": TaskOutput("until", 0, [f"until: {'cap' if reach else 'reached'}"]),
-                    "trace": TaskOutput("trace", 0, ["@@SECTION trace",
-                                                     TRACE_HEAD.format(len(events)), *events])}
+                    "trace": TaskOutput("trace", 0, [
+                        "@@SECTION kprobe_events", ARMED_AIR,
+                        "@@SECTION trace", TRACE_HEAD.format(len(events)), *events])}
     record.probe = [{"event": "blocking", "ret": "32", "t_start": "0.400", "t_end": "1.123"},
                     {"event": "nonblock_ok", "t": "1.3"},
                     {"event": "entropy_avail", "when": "start", "value": "12"},

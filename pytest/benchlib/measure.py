@@ -11,7 +11,11 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .record import BootRecord
-from .trace import TRACE_TASK, TraceEvent, TraceIncomplete, trace_of
+from .trace import TRACE_TASK, TraceEvent, TraceIncomplete, armed_events, trace_of
+
+# The trace sets' event of an interrupt the RNG sampled (add_interrupt_randomness
+# and its lrng counterpart, fixtures/trace-*).
+IRQ_EVENT = "air"
 
 
 @dataclass(frozen=True)
@@ -40,22 +44,27 @@ def until_outcome(record: BootRecord) -> Optional[str]:
 
 
 def trace_events(record: BootRecord) -> Optional[list[TraceEvent]]:
+    """The boot's kprobe trace, or None where it is no evidence: the task failed,
+    the buffer lost events, or it holds no event at all (a trace armed for a whole
+    boot always sees interrupts: an empty one saw nothing)."""
     task = record.tasks.get(TRACE_TASK)
     if task is None or task.rc != 0:
         return None
     try:
-        return trace_of(task.sections())
+        return trace_of(task.sections()) or None
     except TraceIncomplete:
         return None
 
 
 def irqs_to_ready(record: BootRecord) -> Optional[IrqsToReady]:
     """Interrupts the RNG sampled before its ready milestone, from the trace
-    (armed at fs_initcall: interrupts before it are not counted)."""
+    (armed at fs_initcall: interrupts before it are not counted); None unless the
+    interrupt event was armed, so that a count of 0 means none came."""
     events, ready = trace_events(record), ready_printk(record)
-    if events is None or ready is None:
+    if events is None or ready is None or IRQ_EVENT not in armed_events(
+            record.tasks[TRACE_TASK].sections()):
         return None
-    before = [e for e in events if e.event == "air" and e.t < ready]
+    before = [e for e in events if e.event == IRQ_EVENT and e.t < ready]
     return IrqsToReady(len(before), len({e.cpu for e in before}))
 
 
