@@ -247,11 +247,15 @@ def first(lines: list[str], text: str) -> int:
     return next(i for i, line in enumerate(lines) if text in line)
 
 
+# make test judges the default budgets; a --budget in PYTEST_ARGS follows and wins.
+BUDGETS = "vm-definitions/budgets.toml"
+
+
 @pytest.mark.parametrize("target,variable,check,runs", [
     ("run", "RUN_ARGS", "benchlib.run --check-only --boots 2", "benchlib.run --no-build --boots 2"),
     ("soak", "SOAK_ARGS", "benchlib.soak --check-only --boots 2", "benchlib.soak --boots 2"),
-    ("test", "PYTEST_ARGS", "-p bench_options --check-args --boots 2",
-     "-p bench_options --boots 2"),
+    ("test", "PYTEST_ARGS", f"-p bench_options --budget {BUDGETS} --check-args --boots 2",
+     f"-p bench_options --budget {BUDGETS} --boots 2"),
 ])
 def test_make_checks_the_arguments_before_it_builds(target: str, variable: str, check: str,
                                                     runs: str) -> None:

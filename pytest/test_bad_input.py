@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from benchlib import paths
+from benchlib import paths, plan
 from benchlib.errors import BadKernel, BootFailed, NeedsKvm, UnknownProfile
-from benchlib.guest import check_accel
 from benchlib.kernels import check_bzimage
 from benchlib.profiles import get_profile
 
@@ -48,7 +47,7 @@ def test_kvm_only_profile_on_tcg_host_is_named(monkeypatch, tmp_path: Path) -> N
     # As on a host without the patched QEMU: it is the only way to Hyper-V under TCG.
     monkeypatch.setattr(paths, "BUILD_DIR", tmp_path)
     with pytest.raises(NeedsKvm, match="profile 'hyperv' needs Hyper-V SynIC: KVM is not usable"):
-        check_accel(get_profile("hyperv", paths.PROFILE_DIR), "tcg")
+        plan.check(get_profile("hyperv", paths.PROFILE_DIR), "tcg")
 
 
 def test_truncated_kernel_is_named_before_any_boot(boot_guest, kernel_under_test,

@@ -21,10 +21,9 @@ from typing import Callable, Optional
 
 import pytest
 
-from benchlib import clones
+from benchlib import clones, plan
 from benchlib.clones import EARLY, LATE, CloneCase, CloneOutcome
 from benchlib.errors import BenchError, NeedsKvm
-from benchlib.guest import check_accel
 from benchlib.hosts import HostPool
 from benchlib.kernels import variant_kernel
 from benchlib.profiles import Profile, all_profiles, get_profile
@@ -95,7 +94,7 @@ def clone_outcome(request: pytest.FixtureRequest, host_pool: HostPool, initrd: P
 
     def get(variant: str, profile_name: str, point: str) -> CloneOutcome:
         try:
-            check_accel(get_profile(profile_name), accel)
+            plan.check(get_profile(profile_name), accel)
         except NeedsKvm as exc:
             pytest.skip(str(exc))
         if not results:

@@ -21,7 +21,7 @@ from benchlib.modules import (GUEST_LOAD_ORDER, GUEST_MODULE_DIR, MODULES_TASK, 
                               segment)
 from benchlib.procfs import parse_interrupts
 from benchlib.profiles import get_profile
-from benchlib.userkernel import KernelUnderTest, user_kernel
+from benchlib.userkernel import user_kernel
 from benchlib.vmbus import HYP_ROW, TSC_PAGE_CLOCKSOURCE, current_clocksource
 
 VIRTIO_PROFILE, HYPERV_PROFILE, INPUT_PROFILE = "tcg-virtio-rng", "hyperv", "tcg-input"

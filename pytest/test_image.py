@@ -31,11 +31,10 @@ from xml.etree import ElementTree as ET
 
 import pytest
 
-from benchlib import image_report, images, imageboot
+from benchlib import image_report, imageboot, images, plan
 from benchlib.errors import NeedsKvm
 from benchlib.firstboot import (CONTROL_BLOCK, CONTROL_NONBLOCK, GRND_NONBLOCK, SEED_COMM,
                                 FirstBoot, blocking_call, seed_fed)
-from benchlib.guest import check_accel
 from benchlib.hosts import HostPool
 from benchlib.imageboot import ImageCase, ImageOutcome
 from benchlib.images import BadImage
@@ -87,7 +86,7 @@ def image_outcome(host_pool: HostPool, accel: str, run_dir: Path, image_root: im
     def get(name: str) -> ImageOutcome:
         case = _case(name, image_root, kernel_under_test, cloud_kernel)
         try:
-            check_accel(case.profile, accel)
+            plan.check(case.profile, accel)
         except NeedsKvm as exc:
             pytest.skip(str(exc))
         if not results:
@@ -294,7 +293,7 @@ def test_image_boot_stuck_before_multi_user_is_collected_at_its_deadline(
     case = ImageCase(images.load(IMAGE), image_root, get_profile(QUIET), variant,
                      kernel_image(variant), controls=True, collect_by_s=STUCK_DEADLINE_S)
     try:
-        check_accel(case.profile, accel)
+        plan.check(case.profile, accel)
     except NeedsKvm as exc:
         pytest.skip(str(exc))
     with host_pool.lease(host_pool.first):

@@ -18,10 +18,9 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from . import clones, paths, throughput
+from . import clones, paths, plan, throughput
 from .accel import KVM_PROBE_DEADLINE_S
 from .errors import BenchError, NeedsKvm
-from .guest import check_accel
 from .profiles import Profile
 from .variants import load as load_variant
 
@@ -85,7 +84,7 @@ def describe(args: argparse.Namespace, profiles: list[Profile], variants: list[s
         lines.append(f"accelerator: {args.accel} (--accel {args.accel})")
         for profile in profiles:
             try:
-                check_accel(profile, args.accel)
+                plan.check(profile, args.accel)
             except NeedsKvm as exc:
                 skipped.append(profile.name)
                 lines.append(f"  {profile.name}: skipped: {exc}")

@@ -179,10 +179,6 @@ def choose_emulator(profile: Profile, accel: str) -> Path:
                    f"({accel.upper()}) does not provide")
 
 
-def check_accel(profile: Profile, accel: str) -> None:
-    choose_emulator(profile, accel)
-
-
 # Every domain this process created, in order: a finalizer checks none survives.
 CREATED: list[str] = []
 DOMAIN_PREFIX = "bench-"

@@ -14,14 +14,12 @@ import sys
 import time
 from pathlib import Path
 from typing import Optional
-from xml.etree import ElementTree as ET
 
 import libvirt
 
-from . import images, imageboot, image_report
-from .errors import BenchError, NeedsKvm
-from .guest import check_accel
-from .imageboot import ImageCase, ImageOutcome
+from . import image_report, imageboot, images, plan
+from .errors import NeedsKvm
+from .imageboot import ImageCase
 from .profiles import Profile
 from .userkernel import KernelUnderTest
 
@@ -71,7 +69,7 @@ def plan_cases(names: list[str], profiles: list[Profile], kernels: dict[str, Pat
             for label, kernel in kernels.items():
                 cell = {"image": recipe.name, "profile": profile.name, "kernel": label}
                 try:
-                    check_accel(profile, accel)
+                    plan.check(profile, accel)
                     modular = users if users is not None and label == users.label else None
                     imageboot.systemd_check(label, modular)
                 except (NeedsKvm, images.BadImage) as exc:

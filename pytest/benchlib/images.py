@@ -552,6 +552,5 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    import sys
     from .cli import run_main
     run_main("bench images", main)

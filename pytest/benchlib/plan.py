@@ -6,7 +6,7 @@ The kernel is a variant the bench built (`variant`, its bzImage found by
 name), an explicit image (`kernel`), or a user's kernel (`under_test`: its
 label, image, modules and config; a boot its config lacks options for is a
 MissingOptions skip). A profile this host cannot run under the accelerator is a
-NeedsKvm skip (benchlib/guest.py's choose_emulator). Everything else a boot
+NeedsKvm skip (benchlib/guest.py's choose_emulator; check() asks only that). Everything else a boot
 needs has its default in BootRequest, and the defaults it puts on the guest's
 command line in benchlib/defaults.py.
 """
@@ -23,6 +23,13 @@ from .profiles import Profile
 from .userkernel import KernelUnderTest
 
 DEFAULT_TASKS = ["probe"]
+
+
+def check(profile: Profile, accel: str) -> None:
+    """NeedsKvm if this host cannot boot `profile` under `accel`: what request()
+    would raise, for a caller that decides before it has a kernel or workload
+    (a dry run's plan, an image matrix, a test's skip)."""
+    choose_emulator(profile, accel)
 
 
 def request(profile: Profile, *, outdir: Path, variant: Optional[str] = None,
