@@ -189,9 +189,12 @@ def _interrupt(signum: int, _frame: object) -> None:
 
 
 def install_signal_handlers() -> None:
-    """SIGTERM (and SIGHUP) end a run as SIGINT does, with KeyboardInterrupt, so
-    that every boot's `finally` destroys its domain and keeps its logs."""
-    for sig in (signal.SIGTERM, signal.SIGHUP):
+    """SIGINT, SIGTERM and SIGHUP end a run with KeyboardInterrupt, so that every
+    boot's `finally` destroys its domain and keeps its logs. SIGINT is set too:
+    a process started in the background by a non-interactive shell (a CI job
+    run with `&`) inherits it ignored, and Python then leaves it ignored, so
+    that `kill -INT` would not stop the run at all."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _interrupt)
 
 
