@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from benchlib.synthetic import ARMED_AIR
 from benchlib.stages import boot_stages
 from benchlib.credit import check_credit_rule, expected_credit, parse_hist, stock_spill_credit
 from benchlib import plan
@@ -158,7 +159,6 @@ def test_harness_credit_check_rejects_a_wrong_rule() -> None:
 # How a fake boot's trace task came out: armed with events, armed but empty, with
 # events but the interrupt event not armed, or no trace task at all.
 TRACED, EMPTY_TRACE, UNARMED_TRACE, NO_TRACE = "traced", "empty", "unarmed", "none"
-ARMED_AIR = "p:kprobes/air add_interrupt_randomness irq=$arg1:s32"
 
 
 def fake_record(tmp_path: Path, probe_rc: int = 0, ready: bool = True,

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from benchlib.synthetic import ARMED_AIR
 from benchlib.pngcheck import drawn
 from benchlib import paths, report, report_html, report_json, throughput
 from benchlib.entropy_report import Behind, EntropyCell
@@ -55,8 +56,6 @@ def trace_line(cpu: int, t: float, event: str, args: str) -> str:
     return f"          <idle>-0       [{cpu:03d}] d.h..     {t:.6f}: {event}: (x+0x0/0x10) {args}"
 
 
-# The interrupt event as task trace lists it among the armed kprobes.
-ARMED_AIR = "p:kprobes/air add_interrupt_randomness irq=$arg1:s32"
 
 
 def boot(outdir: Path, profile: str, variant: str, n: int, *, reach: int | None = None,

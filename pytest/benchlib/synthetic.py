@@ -8,6 +8,10 @@ from . import throughput
 from .record import BootRecord, TaskOutput
 
 
+# The interrupt event as task trace lists it among the armed kprobes
+# (fixtures/trace-*), for synthetic boots whose interrupt count must be whole.
+ARMED_AIR = "p:kprobes/air add_interrupt_randomness irq=$arg1:s32"
+
 def throughput_records(variant: str, mb_s: list[float], threads: int = 1) -> list[BootRecord]:
     """One boot per figure, each with one grbench case of `threads` threads × 4 KiB."""
     records = []
