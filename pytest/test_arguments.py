@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from benchlib import dryrun, options, paths
+from benchlib import dryrun, hosts, options, paths, run
 from benchlib.errors import BenchError
 from benchlib.kernels import BOOT_HEADER_MAGIC, BOOT_HEADER_MAGIC_OFFSET, variant_kernel
 from benchlib.profiles import get_profile
@@ -37,6 +37,7 @@ BAD_NUMBERS = [
     (["--cap", "inf"], "--cap inf"),
     (["--timeout", "0"], "--timeout 0"),
     (["--jobs-per-host", "0"], "--jobs-per-host 0"),
+    (["--jobs-per-host", "many"], "--jobs-per-host many"),
 ]
 BAD_URIS = [
     (["--libvirt-uri", "localhost"], "--libvirt-uri 'localhost'"),
@@ -136,8 +137,8 @@ def test_run_drops_repeated_values(fresh: dict[str, str]) -> None:
         "--libvirt-uri", "qemu:///system", "--libvirt-uri", "qemu:///system"], fresh)
     assert result.returncode == 0, result.stderr
     assert f"profiles: {QUIET}; variants: stock\n" in result.stdout, result.stdout
-    assert "plan: 3 matrix boots: 1 variant(s) × 1 profile(s) × 3 boot(s), 1 at a time on " \
-           "1 host(s)" in result.stdout, result.stdout
+    assert "plan: 3 matrix boots: 1 variant(s) × 1 profile(s) × 3 boot(s), " in result.stdout \
+        and " at a time on 1 host(s): " in result.stdout, result.stdout
 
 
 def test_run_dry_run_prints_the_plan_quickly_and_builds_nothing(fresh: dict[str, str]) -> None:
@@ -290,6 +291,15 @@ def test_check_keeps_each_repeated_value_once_in_order(tmp_path: Path) -> None:
                                  "qemu+unix:///system?socket=/run/x.sock", "test:///default"])
 def test_check_accepts_libvirt_uris(uri: str, tmp_path: Path) -> None:
     options.check(namespace(libvirt_uri=[uri]), tmp_path)
+
+
+def test_run_overlaps_waiting_guests_by_default_the_suite_does_not() -> None:
+    """make run's --jobs-per-host is auto (hosts.auto_jobs), the tests' 1; auto is a
+    value either takes."""
+    assert run.parse_args([]).jobs_per_host == hosts.AUTO
+    assert run.parse_args(["--jobs-per-host", "2"]).jobs_per_host == 2
+    assert options.shared_options()["--jobs-per-host"]["default"] == 1
+    options.check(namespace(jobs_per_host=hosts.AUTO), Path.cwd())
 
 
 def test_check_reads_only_the_options_a_command_has(tmp_path: Path) -> None:

@@ -186,6 +186,75 @@ def test_hosts_a_full_host_makes_the_next_boot_wait(local_pool: HostPool) -> Non
     assert taken.is_set(), "the waiting boot never got the freed slot"
 
 
+def test_hosts_auto_slots_are_one_booting_and_two_waiting_per_core() -> None:
+    assert hosts.jobs_for(2, 24 * 1024)[0] == 5
+    assert hosts.jobs_for(1, 24 * 1024)[0] == 3
+    jobs, why = hosts.jobs_for(8, 4 * 1024)
+    assert jobs == 4 and "4096 MiB of memory" in why, why      # the memory bounds it
+    assert hosts.jobs_for(2, 512)[0] == 1
+
+
+def test_hosts_a_second_guest_boots_once_the_first_has_settled(local_pool: HostPool) -> None:
+    booting = threading.Event()
+    with local_pool.lease() as first, local_pool.lease() as second:
+        first.booting()
+
+        def boot_second() -> None:
+            second.booting()
+            booting.set()
+
+        waiting = threading.Thread(target=boot_second)
+        waiting.start()
+        time.sleep(5 * hosts.SLOT_POLL_S)
+        assert not booting.is_set(), "two guests of one host booted at once"
+        first.settled()
+        waiting.join(10)
+        assert booting.is_set(), "the second guest never booted after the first settled"
+
+
+# Two guests that idle in their until task: a pattern no kernel log line matches
+# (dmesg starts each with its time stamp; a plain word would match the command
+# line, which holds the pattern), so each waits its cap (seconds) and then ends.
+# Long enough for the second to boot inside it.
+NEVER_PRINTED = "^never"
+IDLE_S = 20
+# The two records' clocks are the host's (time.time() in one process); what is
+# compared is an order, with this much slack for the follower's poll.
+ORDER_SLACK_S = 0.5
+
+
+def test_hosts_guests_boot_one_at_a_time_and_wait_together(boot_guest,
+                                                            local_pool: HostPool) -> None:
+    """Two boots on a host with two slots, started together: the second guest
+    starts only once the first's until task began (it only waits from then on), and
+    runs while the first still waits: the waits overlap, the boots do not."""
+    records: list[BootRecord] = []
+    errors: list[BaseException] = []
+
+    def one() -> None:
+        try:
+            records.append(boot_guest("tcg-quiet", tasks=["probe", "until"], pool=local_pool,
+                                      params={"until": NEVER_PRINTED,
+                                              "until_cap": str(IDLE_S)}))
+        except BaseException as exc:    # the thread's failure, raised by the test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(CHILD_TIMEOUT_S)
+    assert not errors, errors
+    first, second = sorted(records, key=lambda r: r.started_at)
+    settled_at = first.started_at + first.stages["task:until"]
+    assert second.started_at >= settled_at - ORDER_SLACK_S, (
+        f"{second.name} started {settled_at - second.started_at:.1f} s before "
+        f"{first.name} settled: two guests booted at once")
+    assert second.started_at < first.ended_at - IDLE_S / 2, (
+        f"{second.name} did not boot while {first.name} waited")
+    assert first.shared_host and second.shared_host
+
+
 def test_hosts_shared_timings_are_marked_in_the_table() -> None:
     record = BootRecord(name="b", profile="tcg-quiet", variant="stock", kernel="k", accel="tcg",
                         cmdline="", console_log=Path("c"), data_log=Path("d"),

@@ -169,7 +169,10 @@ def meta_of(cells: list[Cell]) -> dict[str, object]:
                          "version": "6.1.192 (root@vm) #1 SMP Sat Dec  5 03:27:49 UTC 2026"}
                         for v in MESSAGES],
             "accel": "tcg", "accel_why": "requested with --accel tcg", "boots_per_cell": 3,
-            "cap_s": 300.0, "hosts": HOSTS, "jobs_per_host": 2,
+            "cap_s": 300.0, "hosts": HOSTS, "jobs_per_host": "auto",
+            "slots": [{"host": HOSTS[0], "jobs": 5, "why": "auto: 2 core(s), one guest booting "
+                       "and up to 4 waiting for their RNG beside it"}],
+            "phases_s": {"matrix": 1503.2, "clones": 512.0, "throughput": 95.5},
             "budgets": {"file": "vm-definitions/budgets.toml",
                         "ready": [{"profile": "tcg-quiet", "ready_s": 120.0},
                                   {"profile": "tcg-virtio-rng", "ready_s": 0.5}]},
@@ -299,6 +302,10 @@ def test_report_json_meta_names_the_run(run: dict) -> None:
     (qemu,) = meta["qemu"]
     assert qemu["emulator"] == EMULATOR and qemu["version"].startswith("QEMU emulator version")
     assert qemu["profiles"] == PROFILES
+    assert meta["phases_s"] == {"matrix": 1503.2, "clones": 512.0, "throughput": 95.5}
+    said = " ".join(run["text"].split())
+    assert "wall time matrix 25 min, clones 9 min, throughput 2 min" in said, said
+    assert f"5 boots at a time on {HOSTS[0]} (auto: 2 core(s)" in said, said
 
 
 @pytest.mark.parametrize("change, why", [
@@ -306,6 +313,7 @@ def test_report_json_meta_names_the_run(run: dict) -> None:
     (lambda d: d["cells"][0]["ready_printk_s"].update(median="1.250"), "is not of type"),
     (lambda d: d["cells"][0]["boots"][0].update(console_log="/abs/console.log"), "should not"),
     (lambda d: d["meta"].pop("git_commit"), "'git_commit' is a required property"),
+    (lambda d: d["meta"]["phases_s"].update(matrix="25 min"), "is not of type"),
 ])
 def test_report_schema_catches_drift(run: dict, change, why: str) -> None:
     import jsonschema

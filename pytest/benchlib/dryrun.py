@@ -21,6 +21,7 @@ from typing import Optional
 from . import clones, paths, plan, throughput
 from .accel import KVM_PROBE_DEADLINE_S
 from .errors import BenchError, NeedsKvm
+from .hosts import AUTO, local_auto_jobs
 from .profiles import Profile
 from .variants import load as load_variant
 
@@ -91,11 +92,16 @@ def describe(args: argparse.Namespace, profiles: list[Profile], variants: list[s
     running = [p for p in profiles if p.name not in skipped]
     cells = [(p.name, v) for p in running for v in variants]
     boots = len(cells) * args.boots
-    slots = hosts * args.jobs_per_host
+    if args.jobs_per_host == AUTO:
+        per_host, why = local_auto_jobs()
+        why += " (this machine's; each host's own at run time)"
+    else:
+        per_host, why = args.jobs_per_host, f"--jobs-per-host {args.jobs_per_host}"
+    slots = hosts * per_host
     lines.insert(0, f"plan: {boots} matrix boots: {len(variants)} variant(s) × "
                     f"{len(running)} profile(s) × {args.boots} boot(s)"
                     + (f" ({len(skipped)} profile(s) skipped)" if skipped else "")
-                    + f", {slots} at a time on {hosts} host(s)")
+                    + f", {slots} at a time on {hosts} host(s): {why}")
     lines.append(f"cap: {args.cap:g} s for an idle guest to reach its variant's final "
                  f"milestone; probe timeout {args.timeout:g} s")
     lines.append(f"output: {paths.RESULTS_DIR}/<start time, e.g. "
@@ -128,8 +134,11 @@ def describe(args: argparse.Namespace, profiles: list[Profile], variants: list[s
                       f"{throughput.PROFILE}, one at a time")
     if extras:
         lines.append("then: " + "; ".join(extras))
-    low = extra + (matrix_low + entropy) / slots
-    high = extra + (matrix_high + entropy) / slots
+    # One guest of a host boots at a time (hosts.Lease.booting): the boots' own
+    # BOOT_S do not overlap on a host, only the waits do.
+    serial = boots * BOOT_S / hosts
+    low = extra + max(serial, (matrix_low + entropy) / slots)
+    high = extra + max(serial, (matrix_high + entropy) / slots)
     span = minutes(low) if high - low < 60 else f"{minutes(low)} to {minutes(high)}"
     basis = []
     if known:

@@ -179,6 +179,12 @@ def choose_emulator(profile: Profile, accel: str) -> Path:
                    f"({accel.upper()}) does not provide")
 
 
+# The stage from which a guest only waits: the until task blocks on the RNG (or its
+# cap) and the guest idles. From then on the next guest of its host may boot
+# (hosts.Lease.booting); what follows until (closing tasks, the entropy capture
+# of a cell's first boot) runs beside that boot, and the report marks it shared.
+SETTLED_STAGE = "task:until"
+
 # Every domain this process created, in order: a finalizer checks none survives.
 CREATED: list[str] = []
 DOMAIN_PREFIX = "bench-"
@@ -324,6 +330,8 @@ def boot(conn: libvirt.virConnect, request: BootRequest, lease: Optional[Lease] 
                         kernel=str(ready.kernel), accel=request.accel, cmdline=ready.cmdline,
                         console_log=ready.console_log, data_log=ready.data_log,
                         host=conn.getURI())
+    if lease is not None:
+        lease.booting(INTERRUPTED)      # the stage clock starts once this guest may boot
     stages = boot_stages(request.stage_tasks(ready.with_modules),
                          request.timeout_s + TASK_SLACK_S, cap_s=request.stage_deadline_s,
                          deadlines=request.task_deadlines(),
@@ -336,10 +344,12 @@ def boot(conn: libvirt.virConnect, request: BootRequest, lease: Optional[Lease] 
     channels = Channels(ready.console_log, ready.data_log)
     try:
         dom = start(conn, ready, channels if streamed else None)
-        follow(dom, channels, follower, heartbeat)
+        follow(dom, channels, follower, heartbeat, _settler(lease, follower))
     except BenchError as exc:
         error = exc
     finally:
+        if lease is not None:
+            lease.settled()
         destroy_if_running(conn, ready.name)
         if error is not None or not follower.finished:
             channels.drain()        # what the guest wrote last, for the logs
@@ -354,6 +364,19 @@ def boot(conn: libvirt.virConnect, request: BootRequest, lease: Optional[Lease] 
     if error is not None:
         raise error
     return record
+
+
+def _settler(lease: Optional[Lease], follower: StageFollower
+             ) -> Optional[Callable[[str], None]]:
+    """What tells the lease its guest has settled: SETTLED_STAGE reached (or passed
+    within one read of the channels)."""
+    if lease is None:
+        return None
+
+    def on_stage(_stage: str) -> None:
+        if SETTLED_STAGE in follower.reached:
+            lease.settled()
+    return on_stage
 
 
 def start(conn: libvirt.virConnect, ready: Prepared, streams: Optional[Channels] = None,
@@ -378,15 +401,19 @@ def start(conn: libvirt.virConnect, ready: Prepared, streams: Optional[Channels]
 
 
 def follow(dom: libvirt.virDomain, channels: Channels, follower: StageFollower,
-           heartbeat: Optional[Callable[[str], None]] = None) -> None:
+           heartbeat: Optional[Callable[[str], None]] = None,
+           on_stage: Optional[Callable[[str], None]] = None) -> None:
     """Feed the follower the channels' text until every stage is reached (the
     domain gone) or it fails; BootFailed when the run is interrupted. heartbeat,
-    if given, hears what the boot waits for every HEARTBEAT_S of one stage."""
+    if given, hears what the boot waits for every HEARTBEAT_S of one stage;
+    on_stage, each stage as it is reached."""
     beat = time.monotonic()
     last_stage = follower.stage
     while not follower.step():
         if follower.stage != last_stage:
             last_stage, beat = follower.stage, time.monotonic()
+            if on_stage is not None:
+                on_stage(last_stage)
         elif heartbeat is not None and time.monotonic() - beat >= HEARTBEAT_S:
             beat = time.monotonic()
             heartbeat(follower.waiting())

@@ -5,8 +5,11 @@ transient domain on one of them. What the bench adds is a slot per concurrent
 boot: `--jobs-per-host N` slots a host, each an exclusive lock on a file
 (fcntl.flock) under SLOT_DIR, so that every process that boots guests (make run's
 threads, pytest-xdist's workers, two runs side by side) shares the hosts without
-more than N boots on one at a time. A lock dies with its holder: a killed run
-leaves no slot taken.
+more than N boots on one at a time. Of a host's guests one boots at a time (the
+host's busy lock, held from the start of a boot until its guest only waits for
+the RNG: guest.SETTLED_STAGE); the others wait beside it. `--jobs-per-host auto`
+(make run's default) sizes the slots from the host (auto_jobs). A lock dies with
+its holder: a killed run leaves no slot taken.
 
 A host "shares files" with this process when it is this machine's own system
 daemon (qemu:///system): it reads the kernel and initramfs where they lie and
@@ -42,6 +45,19 @@ SLOT_POLL_S = 0.2
 # How often a held slot looks for boots beside it on the same host.
 NEIGHBOUR_POLL_S = 0.5
 
+# `--jobs-per-host auto` (make run's default): the slots of a host from what it has.
+# A guest that waits for its RNG costs little (an idle TCG guest in tcg-quiet: 0.2
+# of a core, measured with ps over 30 s); one that boots wants a core or two. So a
+# host boots one guest at a time (the busy lock, Lease.booting) and keeps up to
+# IDLE_GUESTS_PER_CORE waiting guests per core beside it, as its memory allows:
+# the waiting guests of a 2-core host take about 0.8 of a core, the booting one
+# has the rest.
+AUTO = "auto"
+IDLE_GUESTS_PER_CORE = 2
+# What a guest may take of the host's memory: its 512 MiB, QEMU's own, the page
+# cache of its kernel and initramfs (an upper bound, not a measurement).
+GUEST_HOST_MIB = 1024
+
 
 def shares_files(uri: str) -> bool:
     """True for this machine's own privileged QEMU daemon, reached the default way."""
@@ -60,14 +76,47 @@ class Host:
     pool: str = DEFAULT_POOL
     # Serialises calls on the connection from make run's threads.
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # How `jobs` was chosen: "--jobs-per-host N", or what auto read of the host.
+    jobs_why: str = ""
 
     @property
     def shares_files(self) -> bool:
         return shares_files(self.uri)
 
     def slot_path(self, slot: int) -> Path:
-        digest = hashlib.sha256(self.uri.encode()).hexdigest()[:16]
-        return SLOT_DIR / f"{digest}.{slot}.lock"
+        return SLOT_DIR / f"{self._digest()}.{slot}.lock"
+
+    def busy_path(self) -> Path:
+        """The lock held by the one guest of this host that is booting."""
+        return SLOT_DIR / f"{self._digest()}.busy.lock"
+
+    def _digest(self) -> str:
+        return hashlib.sha256(self.uri.encode()).hexdigest()[:16]
+
+
+def auto_jobs(conn: libvirt.virConnect) -> tuple[int, str]:
+    """Slots for a host under --jobs-per-host auto, and why, from what libvirt
+    says it has (virNodeGetInfo: memory in MiB, active CPUs)."""
+    _model, memory_mib, cores = conn.getInfo()[:3]
+    return jobs_for(cores, memory_mib)
+
+
+def local_auto_jobs() -> tuple[int, str]:
+    """The same for this machine, without asking libvirt (the dry run's plan)."""
+    memory_mib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") >> 20
+    return jobs_for(len(os.sched_getaffinity(0)), memory_mib)
+
+
+def jobs_for(cores: int, memory_mib: int) -> tuple[int, str]:
+    """One booting guest and IDLE_GUESTS_PER_CORE waiting ones per core, no more
+    than the memory holds; and why."""
+    by_cores = 1 + IDLE_GUESTS_PER_CORE * cores
+    by_memory = max(1, memory_mib // GUEST_HOST_MIB)
+    why = (f"auto: {cores} core(s), one guest booting and up to "
+           f"{min(by_cores, by_memory) - 1} waiting for their RNG beside it")
+    if by_memory < by_cores:
+        why += f" ({memory_mib} MiB of memory: {GUEST_HOST_MIB} MiB a guest)"
+    return min(by_cores, by_memory), why
 
 
 @dataclass
@@ -79,9 +128,28 @@ class Lease:
     host: Host
     slot: int
     shared: bool = False
+    # The host's busy lock while this boot holds it (booting() to settled()).
+    _busy_fd: Optional[int] = None
 
     def note_neighbours(self) -> None:
         self.shared = self.shared or _others_held(self.host, self.slot)
+
+    def booting(self, interrupted: Optional[threading.Event] = None) -> None:
+        """Wait until no other guest of this host is booting (any process's), and
+        hold the host's busy lock until settled(): the guest's boot then has the
+        host's cores to itself but for the waiting guests beside it."""
+        while self._busy_fd is None:
+            self._busy_fd = _try_lock(self.host.busy_path())
+            if self._busy_fd is None:
+                if interrupted is not None and interrupted.is_set():
+                    return
+                time.sleep(SLOT_POLL_S)
+
+    def settled(self) -> None:
+        """The guest only waits now (or is gone): the next one may boot."""
+        if self._busy_fd is not None:
+            os.close(self._busy_fd)
+            self._busy_fd = None
 
 
 def _try_lock(path: Path) -> Optional[int]:
@@ -142,16 +210,19 @@ def _watch(lease: Lease, stop: threading.Event) -> None:
 class HostPool:
     """The hosts of a run, opened once; `lease()` picks a free slot."""
 
-    def __init__(self, uris: list[str], jobs_per_host: int = 1,
+    def __init__(self, uris: list[str], jobs_per_host: int | str = 1,
                  pool: str = DEFAULT_POOL) -> None:
-        if jobs_per_host < 1:
-            raise BenchError(f"--jobs-per-host {jobs_per_host}: must be at least 1")
+        if jobs_per_host != AUTO and (not isinstance(jobs_per_host, int) or jobs_per_host < 1):
+            raise BenchError(f"--jobs-per-host {jobs_per_host}: must be at least 1, or auto")
         uris = list(dict.fromkeys(uris or [DEFAULT_URI]))   # in order, once each
         self.hosts = []
         if not all(shares_files(uri) for uri in uris):
             start_event_loop()
         for uri in uris:
-            self.hosts.append(Host(uri, jobs_per_host, connect(uri), pool))
+            conn = connect(uri)
+            jobs, why = auto_jobs(conn) if jobs_per_host == AUTO else \
+                (int(jobs_per_host), f"--jobs-per-host {jobs_per_host}")
+            self.hosts.append(Host(uri, jobs, conn, pool, jobs_why=why))
             if not shares_files(uri):
                 self.hosts[-1].conn.setKeepAlive(KEEPALIVE_INTERVAL_S, KEEPALIVE_COUNT)
                 find_pool(self.hosts[-1].conn, pool)    # missing: say so before any boot
@@ -192,6 +263,7 @@ class HostPool:
                     try:
                         yield lease
                     finally:
+                        lease.settled()
                         stop.set()
                         watcher.join()
                         lease.note_neighbours()

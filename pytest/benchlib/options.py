@@ -2,7 +2,8 @@
 built or booted: the main job (benchlib.run), the soak (benchlib.soak) and the
 test suite's options plugin (bench_options.py) all call check().
 
-  numbers     --boots and --jobs-per-host are whole numbers of at least 1;
+  numbers     --boots and --jobs-per-host are whole numbers of at least 1
+              (--jobs-per-host may also be auto: hosts.auto_jobs);
               --cap and --timeout a finite number of seconds above 0
   repeatable  --variant, --profile, --libvirt-uri: each value once, in the order
               given (a repeated --profile does not double the matrix)
@@ -32,6 +33,7 @@ from typing import Any, Callable, Iterable, NoReturn, Optional
 from . import images
 from .budgets import BadBudget
 from .errors import BadKernel, BadProfile, BenchError
+from .hosts import AUTO
 from .kernels import inputs_fingerprint, variant_kernel
 from .profiles import all_profiles, get_profile
 from .remote import DEFAULT_POOL
@@ -91,7 +93,7 @@ def shared_options() -> dict[str, dict[str, Any]]:
         "--boots": {"type": int, "default": DEFAULT_BOOTS},
         "--accel": {"choices": ("auto", "kvm", "tcg"), "default": "auto"},
         "--libvirt-uri": {"action": "append", "default": []},
-        "--jobs-per-host": {"type": int, "default": 1},
+        "--jobs-per-host": {"type": jobs_value, "default": 1},
         "--libvirt-pool": {"default": DEFAULT_POOL},
         "--reap": {"action": "store_true"},
     }
@@ -113,9 +115,21 @@ def flag(dest: str) -> str:
     return "--" + dest.replace("_", "-")
 
 
-def whole_at_least_1(dest: str, value: int) -> int:
+def jobs_value(text: str) -> int | str:
+    """--jobs-per-host's value: a number, or the text as given (auto, or what
+    check() refuses, naming it)."""
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
+def whole_at_least_1(dest: str, value: int | str) -> int | str:
+    if dest == "jobs_per_host" and value == AUTO:
+        return value
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise BadArgument(f"{flag(dest)} {value}: must be a whole number, at least 1")
+        raise BadArgument(f"{flag(dest)} {value}: must be a whole number, at least 1"
+                          + (", or auto" if dest == "jobs_per_host" else ""))
     return value
 
 

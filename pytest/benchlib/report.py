@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
 from . import budgets, entropy_report, measure, throughput
+from .dryrun import minutes
 from .errors import BadKernel
 from .record import BootRecord
 from .variants import all_milestones, load as load_variant
@@ -199,8 +200,9 @@ def cell_text(cell: Cell, name: str, samples: dict[str, list[float]]) -> str:
 # Marks a cell's timings when some of its boots shared their host with another.
 SHARED_MARK = "*"
 SHARED_NOTE = (f"{SHARED_MARK}: some of the cell's boots ran beside another boot on their "
-               "host (--jobs-per-host above 1, or another run): their times were taken on "
-               "a shared machine")
+               "host (--jobs-per-host above 1 or auto, make run's default, or another run): "
+               "their times were taken on a shared machine; a guest boots alone but for "
+               "guests that only wait, and waits beside the next one's boot")
 
 
 def host_labels(cells: list[Cell]) -> dict[str, str]:
@@ -506,6 +508,12 @@ def run_summary(meta: dict[str, Any]) -> str:
         said.append(f"guests under {str(meta['accel']).upper()} ({meta.get('accel_why', '')})")
     if meta.get("boots_per_cell"):
         said.append(f"{meta['boots_per_cell']} boot(s) per cell")
+    for slots in meta.get("slots") or []:
+        if slots["jobs"] > 1:
+            said.append(f"{slots['jobs']} boots at a time on {slots['host']} ({slots['why']})")
+    phases = meta.get("phases_s") or {}
+    if phases:
+        said.append("wall time " + ", ".join(f"{name} {minutes(s)}" for name, s in phases.items()))
     return "; ".join(s for s in said if s)
 
 

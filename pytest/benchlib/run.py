@@ -42,9 +42,10 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 
 
 from .cli import EXIT_INTERRUPTED, run_main
@@ -56,7 +57,7 @@ from .errors import BenchError, NeedsKvm, Skip
 from .eta import BootKey, Eta
 from .guest import (BootRequest, boot, choose_emulator, clear_stale,
                     install_signal_handlers, reap_survivors)
-from .hosts import DEFAULT_URI, HostPool
+from .hosts import AUTO, DEFAULT_URI, HostPool
 from .libvirtconn import connect
 from .record import BootRecord
 from .remote import DEFAULT_POOL
@@ -84,6 +85,7 @@ ENTROPY_TASK = "entropy_capture"
 # The workloads of the run's boots, as the time estimate tells them apart.
 MATRIX = "matrix"
 THROUGHPUT = "throughput"   # one at a time (benchlib/throughput.py)
+CLONES = "clones"           # the clone check's phase (its own batches: benchlib/clones.py)
 
 
 @dataclass
@@ -123,6 +125,16 @@ def in_rounds(jobs: list[Job]) -> list[Job]:
     return sorted(jobs, key=lambda job: job.n)
 
 
+@contextmanager
+def timed(phases: dict[str, float], name: str) -> Iterator[None]:
+    """phases[name] = the wall time of the block, in seconds, however it ends."""
+    started = time.monotonic()
+    try:
+        yield
+    finally:
+        phases[name] = round(time.monotonic() - started, 1)
+
+
 def parse_args(argv: list[str], cwd: Optional[Path] = None) -> argparse.Namespace:
     """The arguments, checked (benchlib/options.py): relative paths resolved
     against cwd (default: the current directory, make's: where make was called)."""
@@ -139,7 +151,9 @@ def parse_args(argv: list[str], cwd: Optional[Path] = None) -> argparse.Namespac
         "--accel": "accelerator: a probe boot decides under auto (default auto)",
         "--libvirt-uri": "a libvirt host to boot on; repeat it to spread the matrix over "
                          f"several (default {DEFAULT_URI})",
-        "--jobs-per-host": "boots at a time on each host (default 1)",
+        "--jobs-per-host": "boots at a time on each host, or auto: one guest booting at a "
+                           "time and up to 2 per core waiting for their RNG beside it, as "
+                           "the host's memory allows (default auto)",
         "--libvirt-pool": "storage pool that receives the kernels on hosts that do not "
                           f"share this machine's files (default {DEFAULT_POOL})",
         "--profiles-dir": "read the profiles from DIR instead of vm-definitions/ (the same "
@@ -185,6 +199,8 @@ def parse_args(argv: list[str], cwd: Optional[Path] = None) -> argparse.Namespac
     said.add_argument("--progress", choices=STYLES, default=TEXT,
                       help="progress on stderr as text lines, or as one JSON object a line "
                            "(benchlib/progress.py; default text)")
+    # The main job overlaps guests that only wait (the tests boot one at a time).
+    parser.set_defaults(jobs_per_host=AUTO)
     args = parser.parse_args(argv)
     args.variant = args.variant or known_variants()
     options.check(args, cwd or Path.cwd())
@@ -314,14 +330,17 @@ def main(argv: list[str]) -> int:
     install_signal_handlers()
     for line in clear_stale(pool.hosts, args.reap):
         say.message(line)
-    if len(pool.hosts) > 1 or args.jobs_per_host > 1:
-        say.message(f"{pool.slots} boot(s) at a time: " + ", ".join(
-            f"{h.uri} ({h.jobs}, {'local files' if h.shares_files else 'uploads and streams'})"
+    if pool.slots > 1:
+        say.message(f"{pool.slots} boot(s) at a time, one booting per host: " + ", ".join(
+            f"{h.uri} ({h.jobs}: {h.jobs_why}; "
+            f"{'local files' if h.shares_files else 'uploads and streams'})"
             for h in pool.hosts))
     # The boots done, planned and left, the throughput comparison's (one at a time) too.
     eta = Eta({MATRIX: pool.slots, THROUGHPUT: 1})
     # Why the run stopped early (a signal), once it did: the report is still written.
     stop: list[str] = []
+    # Each phase's wall time (s), in the order run: the report says where the time went.
+    phases: dict[str, float] = {}
 
     try:
         accel, why = resolve_accel(args.accel, conn, paths.initramfs(), outdir)
@@ -424,16 +443,19 @@ def main(argv: list[str]) -> int:
         matrix_jobs = jobs_of(matrix, MATRIX)
         bench_jobs = in_rounds(jobs_of(bench, THROUGHPUT))
         eta.expect(job.key for job in matrix_jobs + bench_jobs)
-        run_boots(matrix_jobs, pool.slots)
+        with timed(phases, MATRIX):
+            run_boots(matrix_jobs, pool.slots)
         cells = [cell for cell, _ in matrix]
         if not args.no_clones and not stop:
             try:
-                check_clones(cells, kernels, users, accel, conn, outdir, say.message)
+                with timed(phases, CLONES):
+                    check_clones(cells, kernels, users, accel, conn, outdir, say.message)
             except KeyboardInterrupt as exc:
                 stop.append(f"interrupted ({str(exc) or 'SIGINT'}) during the clone check")
         bench_rows: list[dict[str, object]] = []
         if bench and not stop:
-            run_boots(bench_jobs, 1)
+            with timed(phases, THROUGHPUT):
+                run_boots(bench_jobs, 1)
             if not stop:        # an interrupted comparison would judge part of a round
                 bench_rows = throughput.compare({c.variant: c.records for c, _ in bench})
             cells += [c for c, _ in bench if c.failures]
@@ -446,6 +468,8 @@ def main(argv: list[str]) -> int:
                         for v, k in kernels.items()],
             "accel": accel, "accel_why": why, "boots_per_cell": args.boots, "cap_s": args.cap,
             "hosts": [h.uri for h in pool.hosts], "jobs_per_host": args.jobs_per_host,
+            "slots": [{"host": h.uri, "jobs": h.jobs, "why": h.jobs_why} for h in pool.hosts],
+            "phases_s": phases,
             "budgets": {"file": None if args.no_budget else str(args.budget),
                         "ready": [{"profile": p, "ready_s": s} for p, s in budget_s.items()]},
             "workload": {"tasks": MATRIX_TASKS, "probe_flags": MATRIX_PROBE_FLAGS},
