@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from benchlib import budgets, measure
-from benchlib.run import MATRIX_PROBE_FLAGS
+from benchlib.matrix import MATRIX_PROBE_FLAGS
 
 
 def test_ready_within_budget(budget_case, boot_guest, request, record_property) -> None:

@@ -32,7 +32,8 @@ CHILD_TIMEOUT_S = 900
 # compare carry both outcomes.
 BUDGETS = "[ready_s]\ntcg-virtio-rng = 120.0\ntcg-quiet = 0.001\n"
 MATRIX = ["--variant", "stock", "--profile", "tcg-virtio-rng", "--profile", "tcg-quiet",
-          "--boots", "2", "--no-entropy", "--no-clones", "--no-build", "--accel", "tcg", "--cap", "60"]
+          "--boots", "2", "--no-entropy", "--no-clones", "--no-build", "--accel", "tcg", "--cap", "60",
+          "--jobs-per-host", "1"]
 
 
 @pytest.fixture(scope="module")
@@ -87,13 +88,31 @@ def one_and_two(second_host: str, tmp_path_factory: pytest.TempPathFactory
     return one, two
 
 
+def measured(found: dict) -> dict[str, list[tuple]]:
+    """profile × variant -> what each boot measured, as kinds, not numbers: how its
+    final milestone came (reached, cap), and which figures it gave at all (ready,
+    interrupts to ready from the trace, the probe's blocking wait, its first
+    GRND_NONBLOCK success), sorted: boots of a cell are alike."""
+    figures = ("ready_printk_s", "irqs_to_ready", "blocking_wait_s", "first_nonblock_ok_printk_s")
+    return {f"{c['profile']} × {c['variant']}": sorted(
+        (b["final_milestone_outcome"], *(b[f] is not None for f in figures), b["failed_tasks"])
+        for b in c["boots"]) for c in found["cells"]}
+
+
 def test_hosts_two_endpoints_give_the_same_verdicts(one_and_two: tuple[dict, dict]) -> None:
+    """The budgets make one cell ok and one over budget on any host: the verdicts
+    must agree, and so must what each boot measured (a boot on the second host,
+    uploaded and streamed, gives every figure a local boot gives)."""
     one, two = one_and_two
     kinds = verdict_kinds(one)
     assert set(kinds.values()) >= {"ok", "over budget"}, (
         f"the single-host run did not give both outcomes to compare: {kinds}")
     assert verdict_kinds(two) == kinds
     assert one["exit"] == two["exit"] == 1      # the over-budget cell fails both runs
+    local = measured(one)
+    assert all(all(boot[1:5] == (True,) * 4 for boot in boots) for boots in local.values()), (
+        f"a local boot lacks a figure, nothing to compare: {local}")
+    assert measured(two) == local
 
 
 def test_hosts_report_names_the_host_of_each_boot(one_and_two: tuple[dict, dict],
@@ -212,6 +231,61 @@ def test_hosts_a_second_guest_boots_once_the_first_has_settled(local_pool: HostP
         assert booting.is_set(), "the second guest never booted after the first settled"
 
 
+def test_hosts_a_paused_guest_goes_before_a_new_boot(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A guest paused for its entropy capture takes the busy lock before a boot that
+    was waiting for it first (else it may stay paused while boots pass it by)."""
+    monkeypatch.setattr(hosts, "SLOT_DIR", tmp_path / "slots")
+    pool = HostPool([DEFAULT_URI], jobs_per_host=3)
+    order: list[str] = []
+    try:
+        with pool.lease() as first, pool.lease() as new, pool.lease() as paused:
+            first.booting()
+
+            def take_paused() -> None:
+                paused.booting(paused=True)
+                order.append("paused")
+                time.sleep(3 * hosts.SLOT_POLL_S)
+                paused.settled()
+
+            waiting = threading.Thread(target=take_paused)
+            waiting.start()
+            time.sleep(3 * hosts.SLOT_POLL_S)
+            first.settled()
+            new.booting()           # at once: the paused guest is between two polls
+            order.append("new boot")
+            new.settled()
+            waiting.join(10)
+    finally:
+        pool.close()
+    assert order == ["paused", "new boot"], order
+
+
+class SettlingHost:
+    """A host whose cores are busy for its first `busy_windows` measurements (1.5
+    cores), then idle: what virNodeGetCPUStats would count, in ns."""
+
+    def __init__(self, busy_windows: int, window_s: float) -> None:
+        self.calls = 0
+        self.busy_ns = 0
+        self.busy_windows, self.window_ns = busy_windows, int(window_s * 1e9)
+
+    def getCPUStats(self, _cpu: int) -> dict[str, int]:
+        self.calls += 1
+        if self.calls % 2 == 0 and self.calls // 2 <= self.busy_windows:
+            self.busy_ns += int(1.5 * self.window_ns)
+        return {"kernel": 0, "user": self.busy_ns, "idle": 0, "iowait": 0}
+
+
+def test_hosts_throughput_waits_for_a_settling_host() -> None:
+    host = SettlingHost(busy_windows=3, window_s=0.01)
+    quiet, busy = hosts.wait_until_quiet(host, window_s=0.01, wait_s=5)
+    assert quiet and busy == 0 and host.calls == 8, (quiet, busy, host.calls)
+    busy_host = SettlingHost(busy_windows=10 ** 6, window_s=0.01)
+    quiet, busy = hosts.wait_until_quiet(busy_host, window_s=0.01, wait_s=0.2)
+    assert not quiet and busy > 1.4, (quiet, busy)
+
+
 # Two guests that idle in their until task: a pattern no kernel log line matches
 # (dmesg starts each with its time stamp; a plain word would match the command
 # line, which holds the pattern), so each waits its cap (seconds) and then ends.
@@ -266,6 +340,17 @@ def test_hosts_shared_timings_are_marked_in_the_table() -> None:
     assert report.SHARED_NOTE in " ".join(text.split()), text     # wrapped to the width
     record.shared_host = False
     assert report.SHARED_NOTE not in " ".join(report.table([cell]).split())
+
+
+def test_hosts_auto_boots_one_at_a_time_on_a_streamed_host(second_host: str) -> None:
+    pool = HostPool([DEFAULT_URI, second_host], jobs_per_host=hosts.AUTO)
+    try:
+        local, streamed = pool.hosts
+        assert local.jobs == hosts.local_auto_jobs()[0] and streamed.jobs == 1, (
+            local.jobs_why, streamed.jobs_why)
+        assert streamed.jobs_why == hosts.STREAMED_AUTO_WHY
+    finally:
+        pool.close()
 
 
 def test_hosts_unknown_pool_is_named(second_host: str) -> None:

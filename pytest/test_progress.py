@@ -12,13 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from benchlib import run
+from benchlib import matrix as boot_matrix, run
 from benchlib.eta import BootKey, Eta
 from benchlib.progress import JSON, QUIET, TEXT, BootLabel, Progress
+from benchlib.report import Cell
 import test_arguments
 from test_arguments import QUIET as QUIET_PROFILE, assert_refused, bench, fake_bzimage
 
-MATRIX, THROUGHPUT = run.MATRIX, run.THROUGHPUT
+MATRIX, THROUGHPUT = boot_matrix.MATRIX, boot_matrix.THROUGHPUT
 # Finished boots, (profile, variant, seconds), all of the matrix: cell means
 # p1×v1 10, p2×v1 30, p2×v2 50; variant v1 20, v2 50; profile p1 10, p2 40; all 30.
 FINISHED = [("p1", "v1", 10.0), ("p2", "v1", 30.0), ("p2", "v2", 50.0)]
@@ -192,3 +193,14 @@ def test_progress_options_reach_the_run(style: str, tmp_path: Path, capsys) -> N
     else:
         event, = [json.loads(line) for line in err.splitlines()]
         assert event["event"] == "message" and event["message"].startswith("kernel 'custom': ")
+
+
+def test_throughput_rounds_start_one_cell_further_on_each_time() -> None:
+    """Round n of the comparison starts n-1 cells further on: every cell is first,
+    middle and last once in three rounds."""
+    cells = [Cell("tcg-virtio-rng", v) for v in ("crng", "lrng", "stock")]
+    jobs = boot_matrix.jobs_of([(c, [None, None, None]) for c in cells], THROUGHPUT)  # type: ignore
+    order = [(job.n, job.cell.variant) for job in boot_matrix.in_rounds(jobs)]
+    assert order == [(1, "crng"), (1, "lrng"), (1, "stock"),
+                     (2, "lrng"), (2, "stock"), (2, "crng"),
+                     (3, "stock"), (3, "crng"), (3, "lrng")], order

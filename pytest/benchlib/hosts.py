@@ -25,6 +25,7 @@ import hashlib
 import os
 import threading
 import time
+from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +55,11 @@ NEIGHBOUR_POLL_S = 0.5
 # has the rest.
 AUTO = "auto"
 IDLE_GUESTS_PER_CORE = 2
+# auto on a host reached through uploads and streams: one boot at a time. The
+# tests' second daemon (libvirt 9.0), given several streamed boots at once, twice
+# stopped accepting connections (its main loop blocked), never with one.
+STREAMED_AUTO_WHY = ("auto: one at a time on a host reached through uploads and streams "
+                     "(several at once have hung a libvirt 9.0 daemon here)")
 # What a guest may take of the host's memory: its 512 MiB, QEMU's own, the page
 # cache of its kernel and initramfs (an upper bound, not a measurement).
 GUEST_HOST_MIB = 1024
@@ -101,6 +107,37 @@ def auto_jobs(conn: libvirt.virConnect) -> tuple[int, str]:
     return jobs_for(cores, memory_mib)
 
 
+# Before a comparison of timings (the throughput phase), the host must have settled
+# from what ran before it (the clone check's 30 guests and their saved images): no
+# more than QUIET_BUSY_CORES of its cores busy over a QUIET_WINDOW_S window, waited
+# for up to QUIET_WAIT_S (then the comparison runs anyway, and says so).
+QUIET_BUSY_CORES = 0.25
+QUIET_WINDOW_S = 2.0
+QUIET_WAIT_S = 90.0
+
+
+def busy_cores(conn: libvirt.virConnect, window_s: float = QUIET_WINDOW_S) -> float:
+    """How many of the host's cores were busy over the window (virNodeGetCPUStats)."""
+    def sample() -> dict[str, int]:
+        return conn.getCPUStats(libvirt.VIR_NODE_CPU_STATS_ALL_CPUS)
+    before = sample()
+    time.sleep(window_s)
+    after = sample()
+    busy = sum(after[k] - before[k] for k in ("kernel", "user"))
+    return busy / 1e9 / window_s
+
+
+def wait_until_quiet(conn: libvirt.virConnect, window_s: float = QUIET_WINDOW_S,
+                     wait_s: float = QUIET_WAIT_S) -> tuple[bool, float]:
+    """Wait until the host is quiet (or wait_s passed): whether it got quiet, and
+    the busy cores last measured."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        busy = busy_cores(conn, window_s)
+        if busy <= QUIET_BUSY_CORES or time.monotonic() >= deadline:
+            return busy <= QUIET_BUSY_CORES, busy
+
+
 def local_auto_jobs() -> tuple[int, str]:
     """The same for this machine, without asking libvirt (the dry run's plan)."""
     memory_mib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") >> 20
@@ -134,22 +171,40 @@ class Lease:
     def note_neighbours(self) -> None:
         self.shared = self.shared or _others_held(self.host, self.slot)
 
-    def booting(self, interrupted: Optional[threading.Event] = None) -> None:
+    def booting(self, interrupted: Optional[threading.Event] = None,
+                paused: bool = False) -> None:
         """Wait until no other guest of this host is booting (any process's), and
         hold the host's busy lock until settled(): the guest's boot then has the
-        host's cores to itself but for the waiting guests beside it."""
-        while self._busy_fd is None:
-            self._busy_fd = _try_lock(self.host.busy_path())
-            if self._busy_fd is None:
-                if interrupted is not None and interrupted.is_set():
-                    return
-                time.sleep(SLOT_POLL_S)
+        host's cores to itself but for the waiting guests beside it. A `paused`
+        guest (one that waits for the lock for a stage of its own) goes before the
+        boots of this process that have not started."""
+        if paused:
+            with _paused_lock:
+                _paused[self.host.uri] += 1
+        try:
+            while self._busy_fd is None:
+                if paused or not _paused[self.host.uri]:
+                    self._busy_fd = _try_lock(self.host.busy_path())
+                if self._busy_fd is None:
+                    if interrupted is not None and interrupted.is_set():
+                        return
+                    time.sleep(SLOT_POLL_S)
+        finally:
+            if paused:
+                with _paused_lock:
+                    _paused[self.host.uri] -= 1
 
     def settled(self) -> None:
         """The guest only waits now (or is gone): the next one may boot."""
         if self._busy_fd is not None:
             os.close(self._busy_fd)
             self._busy_fd = None
+
+
+# Guests of this process paused until they hold their host's busy lock, per host
+# URI: a boot of this process that has not started waits for them (Lease.booting).
+_paused: Counter[str] = Counter()
+_paused_lock = threading.Lock()
 
 
 def _try_lock(path: Path) -> Optional[int]:
@@ -220,8 +275,12 @@ class HostPool:
             start_event_loop()
         for uri in uris:
             conn = connect(uri)
-            jobs, why = auto_jobs(conn) if jobs_per_host == AUTO else \
-                (int(jobs_per_host), f"--jobs-per-host {jobs_per_host}")
+            if jobs_per_host != AUTO:
+                jobs, why = int(jobs_per_host), f"--jobs-per-host {jobs_per_host}"
+            elif shares_files(uri):
+                jobs, why = auto_jobs(conn)
+            else:
+                jobs, why = 1, STREAMED_AUTO_WHY
             self.hosts.append(Host(uri, jobs, conn, pool, jobs_why=why))
             if not shares_files(uri):
                 self.hosts[-1].conn.setKeepAlive(KEEPALIVE_INTERVAL_S, KEEPALIVE_COUNT)

@@ -41,88 +41,33 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
-
 from .cli import EXIT_INTERRUPTED, run_main
 from .defaults import CAP_S, PROBE_TIMEOUT_S
-from .stages import INTERRUPTED
 from . import paths
 from .accel import resolve_accel
-from .errors import BenchError, NeedsKvm, Skip
-from .eta import BootKey, Eta
-from .guest import (BootRequest, boot, choose_emulator, clear_stale,
-                    install_signal_handlers, reap_survivors)
-from .hosts import AUTO, DEFAULT_URI, HostPool
+from .errors import BenchError, NeedsKvm
+from .eta import Eta
+from .guest import choose_emulator, clear_stale, install_signal_handlers
+from .hosts import AUTO, DEFAULT_URI, QUIET_WINDOW_S, HostPool, wait_until_quiet
 from .libvirtconn import connect
-from .record import BootRecord
+from .matrix import (CLONES, ENTROPY_TASK, MATRIX, MATRIX_PROBE_FLAGS, MATRIX_TASKS,
+                     THROUGHPUT, Boots, Settings, in_rounds, jobs_of, plan_matrix,
+                     plan_throughput)
 from .remote import DEFAULT_POOL
 from .kernels import kernel_version, variant_kernel
 from .profiles import Profile, all_profiles, get_profile, use_directory
-from .progress import QUIET, STYLES, TEXT, BootLabel, Progress
+from .progress import QUIET, STYLES, TEXT, Progress
 from .report import Cell, not_ok, over_budget, remove_if_empty, run_failed, write
 from .report_json import run_meta
 from .userkernel import KernelUnderTest, user_kernel
 from .variants import load as load_variant, known_variants
-from . import budgets, clones, entropy_plots, entropy_report, imagerun, measure, report_html
+from . import budgets, clones, entropy_plots, entropy_report, imagerun, report_html
 from . import throughput
-from . import dryrun, options, plan
-
-# The workload of a matrix boot: the probe with a blocking reader, as an early
-# boot with one process waiting for randomness would have, then the guest stays
-# up, idle, until the variant's final milestone (crng_init 3; crng init done for
-# stock) or the cap, with the variant's kprobe trace set armed from boot.
-MATRIX_TASKS = ["probe", "until"]
-MATRIX_PROBE_FLAGS = "b"
-# The first boot of each matrix cell also captures 100,000 interrupt time stamps
-# after its final milestone (benchlib/entropy.py, about 10 s), for the entropy
-# table (benchlib/entropy_report.py).
-ENTROPY_TASK = "entropy_capture"
-# The workloads of the run's boots, as the time estimate tells them apart.
-MATRIX = "matrix"
-THROUGHPUT = "throughput"   # one at a time (benchlib/throughput.py)
-CLONES = "clones"           # the clone check's phase (its own batches: benchlib/clones.py)
-
-
-@dataclass
-class Job:
-    """One boot to make: its cell, its number among the cell's boots, its request."""
-    cell: Cell
-    n: int
-    of: int
-    request: BootRequest
-    workload: str
-
-    @property
-    def key(self) -> BootKey:
-        return BootKey(self.cell.profile, self.cell.variant, self.workload)
-
-    def label(self, host: Optional[str] = None) -> BootLabel:
-        return BootLabel(self.key, self.n, self.of, host)
-
-
-@dataclass
-class BootOutcome:
-    """How a boot ended: its record, or the error that ended it; its wall time."""
-    record: Optional[BootRecord]
-    error: Optional[BenchError]
-    seconds: float
-
-
-def jobs_of(plans: list[tuple[Cell, list[BootRequest]]], workload: str) -> list[Job]:
-    """The boots of the planned cells, cell after cell."""
-    return [Job(cell, n, len(requests), request, workload)
-            for cell, requests in plans for n, request in enumerate(requests, 1)]
-
-
-def in_rounds(jobs: list[Job]) -> list[Job]:
-    """The same boots, every cell's first, then every cell's second, ...: a change in
-    host load over the run falls on every cell alike."""
-    return sorted(jobs, key=lambda job: job.n)
+from . import dryrun, options
 
 
 @contextmanager
@@ -277,6 +222,34 @@ def check_clones(cells: list[Cell], kernels: dict[str, Path],
             cell.failures.append(f"clone check: {result}")
 
 
+def publish(outdir: Path, cells: list[Cell], meta: dict[str, object],
+            bench_rows: list[dict[str, object]], entropy: bool) -> None:
+    """The run's report in every form (report.txt printed, report.json, junit.xml,
+    report.html), its plots and the entropy table, and where they are."""
+    plots: list[Path] = []
+    plot_notes: list[str] = []
+    try:
+        plots += report_html.milestone_plots(outdir, cells)
+    except ImportError as exc:
+        plot_notes.append(f"Milestone plots not made: {exc} (scripts/setup.sh installs "
+                          "python3-matplotlib)")
+    entropy_cells = None
+    if entropy:
+        captured = [r for c in cells for r in c.records if ENTROPY_TASK in r.tasks]
+        entropy_cells = entropy_report.cells(captured)
+        try:
+            plots += entropy_plots.plot(captured, outdir)
+        except ImportError as exc:
+            plot_notes.append(f"Entropy plots not made: {exc} (scripts/setup.sh installs "
+                              "python3-matplotlib)")
+    if bench_rows:
+        (outdir / "throughput.json").write_text(json.dumps(bench_rows, indent=2) + "\n")
+    print(write(outdir, cells, meta, bench_rows, entropy_cells, plots, plot_notes))
+    page = report_html.write(outdir, cells, meta, bench_rows, entropy_cells, plots, plot_notes)
+    print(f"\nreport: {outdir}/report.txt, report.json, junit.xml, {page.name}; "
+          f"boots: {outdir}/boots/")
+
+
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     say = progress_of(args)
@@ -337,8 +310,10 @@ def main(argv: list[str]) -> int:
             for h in pool.hosts))
     # The boots done, planned and left, the throughput comparison's (one at a time) too.
     eta = Eta({MATRIX: pool.slots, THROUGHPUT: 1})
-    # Why the run stopped early (a signal), once it did: the report is still written.
-    stop: list[str] = []
+    # The boots, made on the pool's slots; boots.stop says why the run stopped early
+    # (a signal), once it did: the report is still written.
+    boots = Boots(pool, say, eta)
+    stop = boots.stop
     # Each phase's wall time (s), in the order run: the report says where the time went.
     phases: dict[str, float] = {}
 
@@ -350,101 +325,20 @@ def main(argv: list[str]) -> int:
                     "kernels": [{"variant": v, "image": str(k), "version": kernel_version(k)}
                                 for v, k in kernels.items()]}
             return imagerun.run(args, profiles, kernels, users, conn, outdir, accel, meta)
-        def plan_cell(profile: Profile, variant: str, kernel: Path, tasks: list[str],
-                      params: dict[str, str], trace: str | None = None
-                      ) -> tuple[Cell, list[BootRequest]]:
-            """A cell and the boots it needs (none if it is skipped, saying why)."""
-            matrix = "until" in tasks
-            cell = Cell(profile.name, variant, cap_s=args.cap if matrix else None,
-                        budget_s=budget_s.get(profile.name) if matrix else None)
-            modular = users if users is not None and variant == users.label else None
-            requests = []
-            try:
-                for n in range(1, args.boots + 1):
-                    capture = [ENTROPY_TASK] if matrix and n == 1 and not args.no_entropy else []
-                    requests.append(plan.request(
-                        profile, outdir=outdir / "boots", accel=accel, tasks=tasks + capture,
-                        variant=None if modular else variant,
-                        kernel=None if modular else kernel, under_test=modular,
-                        params=params, timeout_s=args.timeout, trace=trace))
-            except Skip as exc:
-                cell.skipped = str(exc)
-                say.message(f"{profile.name} × {variant}: skipped: {exc}")
-                return cell, []
-            return cell, requests
-
-        def timed_boot(job: Job) -> BootOutcome:
-            """The boot, once a host's slot is free; its wall time from then."""
-            with pool.lease() as lease:
-                say.boot_started(job.label(lease.host.uri if len(pool.hosts) > 1 else None), eta)
-                started = time.monotonic()
-                record, error = None, None
-                try:
-                    record = boot(conn, job.request, lease=lease, heartbeat=say.message)
-                except BenchError as exc:
-                    error = exc
-                return BootOutcome(record, error, time.monotonic() - started)
-
-        def outcome_text(job: Job, outcome: BootOutcome) -> str:
-            if outcome.record is None:
-                return f"failed: {outcome.error}"
-            if job.cell.cap_s is None:
-                return "ok"
-            return f"final milestone {measure.until_outcome(outcome.record) or '?'}"
-
-        def run_boots(jobs: list[Job], at_once: int) -> None:
-            """Make the boots, `at_once` at a time (each holding a host's slot while it
-            runs, in the order given as slots free up), and add each to its cell: a
-            cell's records in the order of its boots. Once the run was interrupted
-            (`stop`), no boot starts."""
-            if stop or not jobs:
-                return
-            outcomes: dict[int, BootOutcome] = {}
-            with ThreadPoolExecutor(max_workers=at_once) as executor:
-                futures = {executor.submit(timed_boot, job): i for i, job in enumerate(jobs)}
-                try:
-                    for future in as_completed(futures):
-                        job = jobs[futures[future]]
-                        outcome = outcomes[futures[future]] = future.result()
-                        if outcome.error is not None:
-                            job.cell.failures.append(str(outcome.error))
-                        eta.finished(job.key, outcome.seconds)
-                        host = outcome.record.host if outcome.record is not None else None
-                        say.boot_finished(job.label(host if len(pool.hosts) > 1 else None),
-                                          outcome_text(job, outcome), outcome.seconds, eta)
-                except KeyboardInterrupt as exc:
-                    # The boots in flight stop following their channels, and their
-                    # domains go: the threads end at once. The boots that finished
-                    # make the report, marked incomplete.
-                    INTERRUPTED.set()
-                    for future in futures:
-                        future.cancel()
-                    reap_survivors(pool.hosts)
-                    workload = jobs[0].workload
-                    stop.append(f"interrupted ({str(exc) or 'SIGINT'}) after "
-                                f"{eta.done(workload)} of {eta.planned(workload)} {workload} "
-                                "boots")
-            for i, job in enumerate(jobs):
-                if i in outcomes and outcomes[i].record is not None:
-                    job.cell.records.append(outcomes[i].record)
-
-        def matrix_params(variant: str) -> dict[str, str]:
-            return {"probe": MATRIX_PROBE_FLAGS, "until": load_variant(variant).until_pattern(),
-                    "until_cap": f"{args.cap:.0f}"}
-
-        matrix = [plan_cell(profile, variant, kernel, MATRIX_TASKS, matrix_params(variant),
-                            trace=load_variant(variant).trace)
-                  for profile in profiles for variant, kernel in kernels.items()]
+        settings = Settings(outdir=outdir, accel=accel, boots=args.boots, cap_s=args.cap,
+                            timeout_s=args.timeout, entropy=not args.no_entropy,
+                            budget_s=budget_s, users=users)
+        matrix = plan_matrix(settings, profiles, kernels, say)
         # The getrandom() comparison: every variant booted as often in one profile,
         # one boot at a time, round after round, after the matrix and the clone check.
-        bench = [plan_cell(get_profile(throughput.PROFILE), variant, kernel, throughput.TASKS, {})
-                 for variant, kernel in kernels.items()] \
+        bench = plan_throughput(settings, get_profile(throughput.PROFILE), throughput.TASKS,
+                                kernels, say) \
             if len(kernels) > 1 and not args.no_throughput else []
         matrix_jobs = jobs_of(matrix, MATRIX)
         bench_jobs = in_rounds(jobs_of(bench, THROUGHPUT))
         eta.expect(job.key for job in matrix_jobs + bench_jobs)
         with timed(phases, MATRIX):
-            run_boots(matrix_jobs, pool.slots)
+            boots.run(matrix_jobs, pool.slots)
         cells = [cell for cell, _ in matrix]
         if not args.no_clones and not stop:
             try:
@@ -455,7 +349,10 @@ def main(argv: list[str]) -> int:
         bench_rows: list[dict[str, object]] = []
         if bench and not stop:
             with timed(phases, THROUGHPUT):
-                run_boots(bench_jobs, 1)
+                quiet, busy = wait_until_quiet(conn)
+                say.message(f"throughput: the host is {'quiet' if quiet else 'still busy'} "
+                            f"({busy:.2f} core(s) busy over {QUIET_WINDOW_S:g} s)")
+                boots.run(bench_jobs, 1)
             if not stop:        # an interrupted comparison would judge part of a round
                 bench_rows = throughput.compare({c.variant: c.records for c, _ in bench})
             cells += [c for c, _ in bench if c.failures]
@@ -474,28 +371,7 @@ def main(argv: list[str]) -> int:
                         "ready": [{"profile": p, "ready_s": s} for p, s in budget_s.items()]},
             "workload": {"tasks": MATRIX_TASKS, "probe_flags": MATRIX_PROBE_FLAGS},
             "interrupted": stop[0] if stop else None}
-    plots: list[Path] = []
-    plot_notes: list[str] = []
-    try:
-        plots += report_html.milestone_plots(outdir, cells)
-    except ImportError as exc:
-        plot_notes.append(f"Milestone plots not made: {exc} (scripts/setup.sh installs "
-                          "python3-matplotlib)")
-    entropy_cells = None
-    if not args.no_entropy:
-        captured = [r for c in cells for r in c.records if ENTROPY_TASK in r.tasks]
-        entropy_cells = entropy_report.cells(captured)
-        try:
-            plots += entropy_plots.plot(captured, outdir)
-        except ImportError as exc:
-            plot_notes.append(f"Entropy plots not made: {exc} (scripts/setup.sh installs "
-                              "python3-matplotlib)")
-    if bench_rows:
-        (outdir / "throughput.json").write_text(json.dumps(bench_rows, indent=2) + "\n")
-    print(write(outdir, cells, meta, bench_rows, entropy_cells, plots, plot_notes))
-    page = report_html.write(outdir, cells, meta, bench_rows, entropy_cells, plots, plot_notes)
-    print(f"\nreport: {outdir}/report.txt, report.json, junit.xml, {page.name}; "
-          f"boots: {outdir}/boots/")
+    publish(outdir, cells, meta, bench_rows, entropy=not args.no_entropy)
     for cell in not_ok(cells):
         print(f"bench: {cell.profile} × {cell.variant}: {cell.verdict()}", file=sys.stderr)
     for row in over_budget(bench_rows):
