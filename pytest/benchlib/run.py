@@ -4,7 +4,7 @@
                           [--accel auto|kvm|tcg] [--kernel PATH [--modules DIR]]
                           [--kernel-deb PKG.deb] [--no-build] [--dry-run] [--check-only]
                           [--profiles-dir DIR] [--list-profiles]
-                          [--libvirt-uri URI ...] [--jobs-per-host N] [--libvirt-pool NAME]
+                          [--libvirt-uri URI ...] [--jobs-per-host N|auto] [--libvirt-pool NAME]
                           [--no-clones] [--no-throughput] [--no-entropy]
                           [--image NAME ...] [--list-images]
                           [--quiet | --progress text|json]
