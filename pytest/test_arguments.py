@@ -155,6 +155,26 @@ def test_run_dry_run_prints_the_plan_quickly_and_builds_nothing(fresh: dict[str,
     assert not left_behind(fresh), left_behind(fresh)
 
 
+def test_run_dry_run_of_one_cell_shows_its_domain(fresh: dict[str, str]) -> None:
+    """One profile × one variant: the plan, then the first boot's kernel command
+    line and domain XML as the run would start it; nothing is left behind."""
+    one_cell = ["--dry-run", "--accel", "tcg", "--profile", QUIET, "--variant", "stock"]
+    unbuilt, _ = bench("benchlib.run", one_cell, fresh)
+    assert unbuilt.returncode == 0, unbuilt.stderr
+    assert f"domain of {QUIET} × stock: not shown: " in unbuilt.stdout, unbuilt.stdout
+    built = {**fresh, "BUILD_DIR": str(paths.BUILD_DIR)}
+    result, _ = bench("benchlib.run", one_cell, built)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    xml = out[out.index("<domain"):]
+    assert "bench.tasks=probe,until,entropy_capture" in out, out
+    assert f"<kernel>{variant_kernel('stock')}</kernel>" in xml and "</domain>" in xml, xml
+    assert f"{fresh['RESULTS_DIR']}/<start time>/boots/bench-{QUIET}-stock-" in xml, xml
+    assert not left_behind(fresh), left_behind(fresh)
+    two, _ = bench("benchlib.run", ["--dry-run", "--accel", "tcg", "--profile", QUIET], fresh)
+    assert two.returncode == 0 and "<domain" not in two.stdout, two.stdout
+
+
 def test_run_that_cannot_reach_its_host_leaves_no_results_folder(tmp_path: Path) -> None:
     """A failed start (a host that does not answer) is one line, exit 2, and no
     empty results/<timestamp>/."""

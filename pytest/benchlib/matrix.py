@@ -11,6 +11,7 @@ run was interrupted.
 """
 from __future__ import annotations
 
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from typing import Optional
 from . import measure, plan
 from .errors import BenchError, Skip
 from .eta import BootKey, Eta
-from .guest import BootRequest, boot, reap_survivors
+from .guest import BootRequest, boot, prepare, reap_survivors
 from .hosts import HostPool
 from .profiles import Profile
 from .progress import BootLabel, Progress
@@ -133,6 +134,25 @@ def plan_throughput(settings: Settings, profile: Profile, tasks: list[str],
     """The getrandom() comparison: every kernel booted as often in one profile."""
     return [plan_cell(settings, profile, variant, kernel, tasks, {}, None, say)
             for variant, kernel in kernels.items()]
+
+
+def preview(settings: Settings, profile: Profile, variant: str, kernel: Path,
+            say: Progress) -> str:
+    """The first matrix boot of a cell as it would start (the dry run's view, as
+    virtme-ng's --dry-run shows its QEMU command): the kernel command line and the
+    domain XML, rendered in a scratch folder that is removed after."""
+    with tempfile.TemporaryDirectory(prefix="bench-dry-run-") as scratch:
+        here = Settings(**{**vars(settings), "outdir": Path(scratch), "boots": 1})
+        cell, requests = plan_cell(here, profile, variant, kernel, MATRIX_TASKS,
+                                   matrix_params(variant, settings.cap_s),
+                                   load_variant(variant).trace, say)
+        if not requests:
+            return f"domain of {profile.name} × {variant}: not shown: {cell.skipped}"
+        ready = prepare(None, requests[0])      # type: ignore[arg-type]  # no upload
+        xml = ready.xml.replace(scratch, str(settings.outdir))
+    return (f"kernel command line of {profile.name} × {variant} (its first boot):\n"
+            f"{ready.cmdline}\ndomain XML (libvirt; folders as the run will name them):\n"
+            f"{xml}")
 
 
 def jobs_of(plans: Plans, workload: str) -> list[Job]:

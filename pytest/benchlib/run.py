@@ -56,7 +56,7 @@ from .hosts import AUTO, DEFAULT_URI, QUIET_WINDOW_S, HostPool, wait_until_quiet
 from .libvirtconn import connect
 from .matrix import (CLONES, ENTROPY_TASK, MATRIX, MATRIX_PROBE_FLAGS, MATRIX_TASKS,
                      THROUGHPUT, Boots, Settings, in_rounds, jobs_of, plan_matrix,
-                     plan_throughput)
+                     plan_throughput, preview)
 from .remote import DEFAULT_POOL
 from .kernels import kernel_version, variant_kernel
 from .profiles import Profile, all_profiles, get_profile, use_directory
@@ -250,6 +250,23 @@ def publish(outdir: Path, cells: list[Cell], meta: dict[str, object],
           f"boots: {outdir}/boots/")
 
 
+def dry_run_domain(args: argparse.Namespace, profile: Profile, variant: str,
+                   users: Optional[KernelUnderTest], budget_s: dict[str, float],
+                   say: Progress) -> str:
+    """One cell asked for: its first boot's command line and domain XML, as under
+    --accel (TCG's under auto, which a probe decides at run time)."""
+    accel = "tcg" if args.accel == "auto" else args.accel
+    try:
+        kernel = users.image if users is not None else variant_kernel(variant)
+    except BenchError as exc:
+        return f"domain of {profile.name} × {variant}: not shown: {exc}"
+    settings = Settings(outdir=paths.RESULTS_DIR / "<start time>", accel=accel, boots=1,
+                        cap_s=args.cap, timeout_s=args.timeout, entropy=not args.no_entropy,
+                        budget_s=budget_s, users=users)
+    return (f"(as under {accel.upper()})\n" if args.accel == "auto" else "") + \
+        preview(settings, profile, variant, kernel, say)
+
+
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     say = progress_of(args)
@@ -285,6 +302,8 @@ def main(argv: list[str]) -> int:
         print(f"profiles: {' '.join(p.name for p in profiles)}; variants: {' '.join(labels)}")
         print(dryrun.describe(args, profiles, labels, len(args.libvirt_uri or [DEFAULT_URI]),
                             clones.CONCURRENT_CASES))
+        if len(profiles) == 1 and len(labels) == 1:
+            print(dry_run_domain(args, profiles[0], labels[0], users, budget_s, say))
         return 0
     if not args.no_build:
         for variant in variants:
