@@ -23,6 +23,7 @@ import pytest
 from benchlib import hosts, paths, report
 from benchlib.errors import BenchError
 from benchlib.hosts import DEFAULT_URI, HostPool
+from benchlib.guest import SETTLED_STAGES
 from benchlib.record import BootRecord
 
 EXTRA_DAEMON = paths.REPO / "scripts" / "extra-libvirtd.sh"
@@ -300,7 +301,7 @@ ORDER_SLACK_S = 0.5
 def test_hosts_guests_boot_one_at_a_time_and_wait_together(boot_guest,
                                                             local_pool: HostPool) -> None:
     """Two boots on a host with two slots, started together: the second guest
-    starts only once the first's until task began (it only waits from then on), and
+    starts only once the first's probe began (it only waits from then on), and
     runs while the first still waits: the waits overlap, the boots do not."""
     records: list[BootRecord] = []
     errors: list[BaseException] = []
@@ -320,7 +321,7 @@ def test_hosts_guests_boot_one_at_a_time_and_wait_together(boot_guest,
         thread.join(CHILD_TIMEOUT_S)
     assert not errors, errors
     first, second = sorted(records, key=lambda r: r.started_at)
-    settled_at = first.started_at + first.stages["task:until"]
+    settled_at = first.started_at + min(first.stages[s] for s in SETTLED_STAGES)
     assert second.started_at >= settled_at - ORDER_SLACK_S, (
         f"{second.name} started {settled_at - second.started_at:.1f} s before "
         f"{first.name} settled: two guests booted at once")

@@ -179,11 +179,14 @@ def choose_emulator(profile: Profile, accel: str) -> Path:
                    f"({accel.upper()}) does not provide")
 
 
-# The stage from which a guest only waits: the until task blocks on the RNG (or its
-# cap) and the guest idles. From then on the next guest of its host may boot
-# (hosts.Lease.booting); what follows until (closing tasks, the entropy capture
-# of a cell's first boot) runs beside that boot, and the report marks it shared.
-SETTLED_STAGE = "task:until"
+# The stages from which a guest only waits: the probe blocks in getrandom() until
+# the RNG is ready (or its timeout), the until task then waits for the variant's
+# final milestone (or its cap), and the guest idles. From the first of them on,
+# the next guest of its host may boot (hosts.Lease.booting); what follows (closing
+# tasks) runs beside that boot, and the report marks it shared. An LRNG guest in
+# a quiet profile spent its 60 s probe timeout holding the host when only until
+# settled it.
+SETTLED_STAGES = ("task:probe", "task:until")
 # Stages in which a guest measures its own interrupts' timing under noise it makes
 # (the entropy capture: about 10 s alone, CPU-bound; beside other boots on 2 cores
 # it got 59,000 of its 100,000 samples in its 300 s). On a host with more than one
@@ -378,8 +381,8 @@ def boot(conn: libvirt.virConnect, request: BootRequest, lease: Optional[Lease] 
 
 class HostTurns:
     """When a guest may use its host's cores beside others (hosts.Lease.booting):
-    it boots holding the busy lock, lets it go once it only waits (SETTLED_STAGE,
-    reached or passed within one read of the channels), and takes it again, paused
+    it boots holding the busy lock, lets it go once it only waits (a SETTLED_STAGES
+    stage reached, or passed within one read of the channels), and takes it again, paused
     meanwhile, for an EXCLUSIVE_STAGES stage. Called with each stage reached."""
 
     def __init__(self, lease: Lease, follower: StageFollower) -> None:
@@ -390,7 +393,7 @@ class HostTurns:
         self.exclusive = False
 
     def __call__(self, stage: str) -> None:
-        if not self.settled and SETTLED_STAGE in self.follower.reached:
+        if not self.settled and any(s in self.follower.reached for s in SETTLED_STAGES):
             self.lease.settled()
             self.settled = True
         if self.exclusive and stage not in EXCLUSIVE_STAGES:
