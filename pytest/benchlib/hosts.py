@@ -107,6 +107,24 @@ def auto_jobs(conn: libvirt.virConnect) -> tuple[int, str]:
     return jobs_for(cores, memory_mib)
 
 
+def local_auto_jobs() -> tuple[int, str]:
+    """The same for this machine, without asking libvirt (the dry run's plan)."""
+    memory_mib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") >> 20
+    return jobs_for(len(os.sched_getaffinity(0)), memory_mib)
+
+
+def jobs_for(cores: int, memory_mib: int) -> tuple[int, str]:
+    """One booting guest and IDLE_GUESTS_PER_CORE waiting ones per core, no more
+    than the memory holds; and why."""
+    by_cores = 1 + IDLE_GUESTS_PER_CORE * cores
+    by_memory = max(1, memory_mib // GUEST_HOST_MIB)
+    why = (f"auto: {cores} core(s), one guest booting and up to "
+           f"{min(by_cores, by_memory) - 1} waiting for their RNG beside it")
+    if by_memory < by_cores:
+        why += f" ({memory_mib} MiB of memory: {GUEST_HOST_MIB} MiB a guest)"
+    return min(by_cores, by_memory), why
+
+
 # Before a comparison of timings (the throughput phase), the host must have settled
 # from what ran before it (the clone check's 30 guests and their saved images): no
 # more than QUIET_BUSY_CORES of its cores busy over a QUIET_WINDOW_S window, waited
@@ -137,23 +155,6 @@ def wait_until_quiet(conn: libvirt.virConnect, window_s: float = QUIET_WINDOW_S,
         if busy <= QUIET_BUSY_CORES or time.monotonic() >= deadline:
             return busy <= QUIET_BUSY_CORES, busy
 
-
-def local_auto_jobs() -> tuple[int, str]:
-    """The same for this machine, without asking libvirt (the dry run's plan)."""
-    memory_mib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") >> 20
-    return jobs_for(len(os.sched_getaffinity(0)), memory_mib)
-
-
-def jobs_for(cores: int, memory_mib: int) -> tuple[int, str]:
-    """One booting guest and IDLE_GUESTS_PER_CORE waiting ones per core, no more
-    than the memory holds; and why."""
-    by_cores = 1 + IDLE_GUESTS_PER_CORE * cores
-    by_memory = max(1, memory_mib // GUEST_HOST_MIB)
-    why = (f"auto: {cores} core(s), one guest booting and up to "
-           f"{min(by_cores, by_memory) - 1} waiting for their RNG beside it")
-    if by_memory < by_cores:
-        why += f" ({memory_mib} MiB of memory: {GUEST_HOST_MIB} MiB a guest)"
-    return min(by_cores, by_memory), why
 
 
 @dataclass
