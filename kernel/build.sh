@@ -191,6 +191,11 @@ rm -f "$stats_log"
 if command -v ccache >/dev/null; then
 	export CCACHE_DIR=$build_dir/ccache CCACHE_MAXSIZE=5G
 	export CCACHE_BASEDIR=$build_dir/kernel CCACHE_STATSLOG=$stats_log
+	# On a miss, compile what ccache has already preprocessed (run_second_cpp =
+	# false) instead of preprocessing again: a kernel file's preprocessing is a fifth
+	# of its compile (kernel/fork.c: 0.45 s of 2.0 s), and a cold build misses on all
+	# 1,500. The objects are the same; only some warnings can read differently.
+	export CCACHE_NOCPP2=true
 	cc="ccache gcc"
 else
 	step "ccache is not installed (run 'make setup'): building without it"
@@ -204,7 +209,9 @@ apply_patch() {
 }
 
 # configure: the whole configuration of $tree, tinyconfig + the fragments; every
-# option a fragment asks for must survive dependency resolution.
+# option a fragment asks for must survive dependency resolution (the last fragment
+# to name an option decides it, as merge_config.sh does: lrng's turns on the
+# self-tests that base.config turns off).
 configure() {
 	local missing
 
@@ -213,7 +220,9 @@ configure() {
 	"$tree/scripts/kconfig/merge_config.sh" -m -O "$tree" "$tree/.config" "${fragments[@]}" >"$out/merge_config.log"
 	kmake -s olddefconfig >/dev/null
 	missing=$(grep -hE '^(CONFIG_[A-Za-z0-9_]+=.*|# CONFIG_[A-Za-z0-9_]+ is not set)$' "${fragments[@]}" \
-		| sort -u | while read -r line; do grep -qxF -- "$line" "$tree/.config" || echo "$line"; done)
+		| awk '{ name = $0; sub(/^# /, "", name); sub(/[= ].*/, "", name); last[name] = $0 }
+			END { for (name in last) print last[name] }' \
+		| sort | while read -r line; do grep -qxF -- "$line" "$tree/.config" || echo "$line"; done)
 	[ -z "$missing" ] || die "config options did not survive olddefconfig: $(echo $missing)"
 }
 
