@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -19,7 +20,8 @@ from benchlib.synthetic import throughput_records
 from benchlib.record import (BootRecord, KmsgIncomplete, TaskOutput, parse_console, parse_data,
                              parse_kmsg)
 from benchlib import report_json, throughput
-from benchlib.report import VERDICT, Cell, not_ok, table
+from benchlib.report import (NOT_READY, VERDICT, Cell, headline, junit, not_ok, run_failed,
+                             table)
 from benchlib.spills import Spill, spills
 from benchlib.trace import TraceIncomplete, parse_trace
 
@@ -162,12 +164,15 @@ TRACED, EMPTY_TRACE, UNARMED_TRACE, NO_TRACE = "traced", "empty", "unarmed", "no
 
 
 def fake_record(tmp_path: Path, probe_rc: int = 0, ready: bool = True,
-                traced: str = TRACED) -> BootRecord:
+                traced: str = TRACED, probed: bool = False) -> BootRecord:
+    """probed: the probe's first GRND_NONBLOCK call was seen (it watched to the end)."""
     record = BootRecord(name="bench-x", profile="tcg-quiet", variant="stock", kernel="k",
                         accel="tcg", cmdline="", console_log=tmp_path / "c",
                         data_log=tmp_path / "d")
     record.messages = [(0.5, "bench: nonblock ok 1")] + (
         [(1.25, "random: crng init done")] if ready else [])
+    if probed:
+        record.probe = [{"event": "nonblock_first", "t": "0.4", "ret": "-1", "errno": "EAGAIN"}]
     record.tasks = {"probe": TaskOutput("probe", probe_rc), "kmsg": TaskOutput("kmsg", 0)}
     events = [] if traced == EMPTY_TRACE else [trace_line(0, 1.0, "air", "irq=4"),
                                                 trace_line(1, 1.3, "air", "irq=4")]
@@ -199,6 +204,32 @@ def test_harness_report_cell_verdicts(tmp_path: Path, change: dict, verdict: str
     assert ("1 [1-1] on 1 CPU" in text) == (change in ({}, {"probe_rc": 139})), text
 
 
+@pytest.mark.parametrize("budget_s", [None, 5.0])
+def test_harness_never_ready_is_a_finding_only_without_a_budget(tmp_path: Path,
+                                                                budget_s) -> None:
+    """A boot whose probe watched the RNG stay not ready to the cap: in a profile with
+    no budget, a finding with the interrupts that came (the run passes); with one, a
+    failed cell. Not ready and never watched stays 'no data' either way."""
+    never = fake_record(tmp_path, ready=False, probed=True)
+    cell = Cell("tcg-quiet", "stock", records=[fake_record(tmp_path), never],
+                budget_s=budget_s)
+    if budget_s is None:
+        assert cell.status() == "not_ready" and cell.finding(), cell.verdict()
+        assert cell.verdict().startswith(f"{NOT_READY} in 1/2 boots"), cell.verdict()
+        assert "bench-x: 2 interrupts sampled on 2 CPU(s) by 1 s" in cell.verdict()
+        assert not not_ok([cell]) and not run_failed([cell])
+        assert "1 never ready within the cap" in headline([cell])
+        assert junit([cell]).getroot().find("testcase/failure") is None
+        assert re.search(rf"^ +{VERDICT} +{NOT_READY} \[1\]$", table([cell]), re.M), table([cell])
+    else:
+        assert cell.status() == "not_ok" and cell.verdict().startswith("not ready: no")
+        assert run_failed([cell]) and headline([cell]).startswith("FAILED: 1 of 1 cells")
+        assert junit([cell]).getroot().find("testcase/failure") is not None
+    untraced = fake_record(tmp_path, ready=False, probed=True, traced=NO_TRACE)
+    assert Cell("tcg-quiet", "stock", records=[untraced]).verdict().startswith(
+        "no data: no kprobe trace")
+
+
 def test_harness_report_json_fits_its_schema(tmp_path: Path) -> None:
     """report.json of a run that booted nothing: cells of fake boots with every verdict
     above, a skipped cell and a failed boot, its meta as benchlib.run fills it. Needs
@@ -212,6 +243,8 @@ def test_harness_report_json_fits_its_schema(tmp_path: Path) -> None:
              Cell("tcg-input", "stock", records=[fake_record(tmp_path, probe_rc=139)]),
              Cell("tcg-rdrand", "stock", records=[fake_record(tmp_path, ready=False)]),
              Cell("tcg-numa", "stock", failures=["guest x: no stage 'init' within 120 s"]),
+             Cell("tcg-icount", "stock", records=[fake_record(tmp_path, ready=False,
+                                                              probed=True)]),
              Cell("hyperv", "stock", skipped="needs KVM")]
     meta = {**report_json.run_meta(["--variant", "stock"], cells),
             "kernels": [{"variant": "stock", "image": "/k", "version": "6.1"}],
@@ -222,7 +255,8 @@ def test_harness_report_json_fits_its_schema(tmp_path: Path) -> None:
     data = json.loads(json.dumps(report_json.as_json(cells, meta, tmp_path)))
     report_json.validate(data)
     assert [c["status"] for c in data["cells"]] == ["ok", "not_ok", "not_ok", "not_ok",
-                                                    "skipped"]
+                                                    "not_ready", "skipped"]
+    assert data["result"]["cells_not_ready"] == 1
     assert data["result"]["failed"] and data["cells"][0]["budget_met"] is True
     data["cells"][0]["ready_printk_s"]["median"] = "1.250"
     with pytest.raises(jsonschema.ValidationError, match="is not of type"):

@@ -68,6 +68,22 @@ def irqs_to_ready(record: BootRecord) -> Optional[IrqsToReady]:
     return IrqsToReady(len(before), len({e.cpu for e in before}))
 
 
+def irqs_seen(record: BootRecord) -> Optional[IrqsToReady]:
+    """Every interrupt the RNG sampled in the traced boot (for a boot never ready);
+    None unless the interrupt event was armed."""
+    events = trace_events(record)
+    if events is None or IRQ_EVENT not in armed_events(record.tasks[TRACE_TASK].sections()):
+        return None
+    seen = [e for e in events if e.event == IRQ_EVENT]
+    return IrqsToReady(len(seen), len({e.cpu for e in seen}))
+
+
+def traced_until(record: BootRecord) -> Optional[float]:
+    """printk time of the trace's last event: how far into the boot it saw."""
+    events = trace_events(record)
+    return events[-1].t if events else None
+
+
 def credit_rate(record: BootRecord) -> Optional[float]:
     """Bits credited to the input pool per second over the traced boot."""
     events = trace_events(record)

@@ -39,6 +39,12 @@ CLONE_SAFE = "clone-safe"
 BUDGET = "ready budget"
 VERDICT = "verdict"
 OK = "ok"
+# A cell whose probe watched the RNG stay not ready until the cap, in a profile with
+# no time-to-ready budget: a measurement (vm-definitions/budgets.toml leaves the quiet
+# profiles without a budget so that whether a variant gets ready without help is
+# what they measure), reported with the interrupts that came, and not a failure. In
+# a profile with a budget, the same boot fails the cell.
+NOT_READY = "not ready within the cap"
 
 # Figures under their report.json key; the unit is in the name (a count has none).
 METRIC_KEYS = {READY: "ready_printk_s", IRQS: "irqs_to_ready", BLOCKED: "blocking_wait_s",
@@ -105,21 +111,44 @@ class Cell:
             except BadKernel as exc:
                 return f"no data: {exc}"
             if measure.ready_printk(record) is None:
-                if record.probe_event("nonblock_first"):
-                    # The probe looked and the RNG never got ready: a measurement
-                    # (an idle guest without entropy), but not a usable cell.
+                if not record.probe_event("nonblock_first"):
+                    return f"no data: no {ready} in {record.name} ({record.data_log})"
+                if measure.irqs_seen(record) is None:
+                    return f"no data: no kprobe trace in {record.name} ({record.data_log})"
+                if self.budget_s is not None:
+                    # The probe looked and the RNG never got ready, where a budget
+                    # asks for it: the cell fails.
                     return (f"not ready: no {ready} in {record.name}, whose probe saw the RNG "
                             f"not ready to the end ({record.data_log})")
-                return f"no data: no {ready} in {record.name} ({record.data_log})"
-            if measure.irqs_to_ready(record) is None:
+            elif measure.irqs_to_ready(record) is None:
                 return f"no data: no kprobe trace in {record.name} ({record.data_log})"
         if not self.records:
             return "no data: no boot"
+        never = [r for r in self.records if measure.ready_printk(r) is None]
+        if never:
+            return self._not_ready(never)
         if self.budget_s is not None:
             over = budgets.judge([measure.ready_printk(r) for r in self.records], self.budget_s)
             if over:
                 return f"{over} ({', '.join(str(r.console_log) for r in self.records)})"
         return OK
+
+    def _not_ready(self, never: list[BootRecord]) -> str:
+        """The finding of a cell whose boots (some or all) were never ready: what the
+        probe saw and the interrupts that came, per boot."""
+        seen = []
+        for record in never:
+            irqs, until = measure.irqs_seen(record), measure.traced_until(record)
+            seen.append(f"{record.name}: {irqs.interrupts} interrupts sampled on {irqs.cpus} "
+                        f"CPU(s) by {until:.0f} s" if irqs and until is not None
+                        else f"{record.name}: no trace")
+        return (f"{NOT_READY} in {len(never)}/{len(self.records)} boots (a finding: this "
+                f"profile has no time-to-ready budget); the probe saw the RNG not ready to "
+                f"the end; {'; '.join(seen)} ({never[0].data_log})")
+
+    def finding(self) -> bool:
+        """Whether the verdict is a measurement that does not fail the run."""
+        return not self.skipped and self.verdict().startswith(NOT_READY)
 
     def shared(self) -> int:
         """Boots that ran beside another boot on their host."""
@@ -132,10 +161,14 @@ class Cell:
         return [i.cpus for i in (measure.irqs_to_ready(r) for r in self.records) if i]
 
     def status(self) -> str:
-        """ok, not_ok or skipped: the verdict for machines."""
+        """ok, not_ready (a finding, see NOT_READY), not_ok or skipped: the verdict
+        for machines."""
         if self.skipped:
             return "skipped"
-        return "ok" if self.verdict() == OK else "not_ok"
+        verdict = self.verdict()
+        if verdict == OK:
+            return "ok"
+        return "not_ready" if verdict.startswith(NOT_READY) else "not_ok"
 
     def budget_met(self) -> Optional[bool]:
         """Whether the boots' median time to ready is within the profile's budget and
@@ -257,7 +290,9 @@ LEGEND_ITEMS: list[tuple[str, str]] = [
      "default): met when the median time to ready is within it and every boot got ready; "
      "not met fails the cell; none: the profile has no budget"),
     (VERDICT, "ok, or the first reason the cell is not (report.txt gives the rest in its note "
-     "[n]); a skipped cell names why and does not fail the run"),
+     "[n]); a skipped cell names why and does not fail the run; '" + NOT_READY + "': the "
+     "probe watched the RNG stay not ready until the cap in a profile with no budget, a "
+     "finding (with the interrupts that came) that does not fail the run"),
 ]
 
 
@@ -355,7 +390,8 @@ def _notes(cells: list[Cell], order: list[Cell],
         number += 1
         notes += _fill(f"[{number}] {cell.profile} × {cell.variant}: "
                        f"{relative_text(verdict, outdir)}", "    ", "")
-        short[id(cell)] = f"{verdict.split(':')[0]} [{number}]"
+        label = NOT_READY if cell.finding() else verdict.split(':')[0]
+        short[id(cell)] = f"{label} [{number}]"
     return short, notes
 
 
@@ -449,8 +485,14 @@ def table(cells: list[Cell], outdir: Optional[Path] = None) -> str:
 # ---- The run's verdict ------------------------------------------------------------
 
 def not_ok(cells: list[Cell]) -> list[Cell]:
-    """Cells whose verdict fails the run (a skip, which names why, does not)."""
-    return [c for c in cells if not c.skipped and c.verdict() != OK]
+    """Cells whose verdict fails the run (a skip, which names why, and a finding,
+    see NOT_READY, do not)."""
+    return [c for c in cells if c.status() == "not_ok"]
+
+
+def not_ready(cells: list[Cell]) -> list[Cell]:
+    """Cells never ready within the cap where no budget asks it: findings."""
+    return [c for c in cells if c.status() == "not_ready"]
 
 
 def over_budget(throughput_rows: Iterable[dict[str, object]]) -> list[dict[str, object]]:
@@ -468,9 +510,13 @@ def headline(cells: list[Cell], throughput_rows: Iterable[dict[str, object]] = (
     rows = list(throughput_rows)
     bad, slow = not_ok(cells), over_budget(rows)
     skipped = sum(bool(c.skipped) for c in cells)
+    never = len(not_ready(cells))
     if not run_failed(cells, rows):
-        ran = len(cells) - skipped
+        ran = len(cells) - skipped - never
         said = f"passed: all {ran} cells ok" if ran != 1 else "passed: the one cell ok"
+        if never:
+            said = (f"passed: {ran} cells ok, {never} never ready within the cap where no "
+                    f"budget asks it (a finding)")
         said += f", {skipped} skipped with a reason" if skipped else ""
         return said + ("; getrandom() throughput within budget" if rows else "")
     parts = [f"{len(bad)} of {len(cells)} cells not ok"] if bad else []
@@ -564,6 +610,9 @@ def junit(cells: list[Cell], throughput_rows: Sequence[dict[str, object]] = ()
         if cell.skipped:
             ET.SubElement(case, "skipped", message=cell.skipped)
             skipped += 1
+        elif cell.finding():
+            ET.SubElement(case, "properties").append(
+                ET.Element("property", name="finding", value=verdict))
         elif verdict != OK:
             ET.SubElement(case, "failure", message=verdict)
             failures += 1

@@ -47,7 +47,7 @@ th, td { border: 1px solid #bbb; padding: 0.25em 0.5em; text-align: left;
          vertical-align: top; font-size: 90%; }
 th { background: #eee; }
 td.ok, li.ok { background: #dfd; } td.bad, li.bad { background: #fdd; }
-td.skip, li.skip { background: #eee; }
+td.skip, li.skip { background: #eee; } td.finding, li.finding { background: #ffe9b3; }
 td.num { text-align: right; }
 #headline { font-size: 120%; font-weight: bold; padding: 0.3em 0.5em; }
 #headline.passed { background: #dfd; } #headline.failed { background: #fdd; }
@@ -68,7 +68,7 @@ def _png_uri(png: bytes) -> str:
 
 
 def _verdict_class(cell: Cell) -> str:
-    return {"skipped": "skip", "ok": "ok"}.get(cell.status(), "bad")
+    return {"skipped": "skip", "ok": "ok", "not_ready": "finding"}.get(cell.status(), "bad")
 
 
 def _link(outdir: Path, path: object, label: str) -> str:

@@ -61,7 +61,7 @@ from .remote import DEFAULT_POOL
 from .kernels import kernel_version, variant_kernel
 from .profiles import Profile, all_profiles, get_profile, use_directory
 from .progress import QUIET, STYLES, TEXT, Progress
-from .report import Cell, not_ok, over_budget, remove_if_empty, run_failed, write
+from .report import Cell, not_ok, not_ready, over_budget, remove_if_empty, run_failed, write
 from .report_json import run_meta
 from .userkernel import KernelUnderTest, user_kernel
 from .variants import load as load_variant, known_variants
@@ -391,6 +391,8 @@ def main(argv: list[str]) -> int:
             "workload": {"tasks": MATRIX_TASKS, "probe_flags": MATRIX_PROBE_FLAGS},
             "interrupted": stop[0] if stop else None}
     publish(outdir, cells, meta, bench_rows, entropy=not args.no_entropy)
+    for cell in not_ready(cells):
+        print(f"bench: finding: {cell.profile} × {cell.variant}: {cell.verdict()}", file=sys.stderr)
     for cell in not_ok(cells):
         print(f"bench: {cell.profile} × {cell.variant}: {cell.verdict()}", file=sys.stderr)
     for row in over_budget(bench_rows):
