@@ -322,6 +322,21 @@ def test_run_overlaps_waiting_guests_by_default_the_suite_does_not() -> None:
     options.check(namespace(jobs_per_host=hosts.AUTO), Path.cwd())
 
 
+def test_dry_run_slots_are_the_pools(tmp_path: Path, monkeypatch) -> None:
+    """The plan's slot count is the one the pool would take (hosts.host_jobs): under
+    auto, this machine's for the local daemon and one for a streamed host."""
+    monkeypatch.setattr(paths, "RESULTS_DIR", tmp_path)
+    args = namespace(accel="tcg", boots=1, jobs_per_host=hosts.AUTO, cap=60.0, timeout=60.0,
+                     no_entropy=True, no_clones=True, no_throughput=True)
+    local = hosts.local_auto_jobs()[0]
+    streamed = "qemu+tcp://192.0.2.1/system"
+    text = dryrun.describe(args, [get_profile(QUIET)], ["stock"],
+                           [hosts.DEFAULT_URI, streamed], 6)
+    assert f", {local + 1} at a time on 2 host(s): " in text, text
+    assert hosts.STREAMED_AUTO_WHY in text, text
+    assert hosts.host_jobs(streamed, 3) == (3, "--jobs-per-host 3")
+
+
 def test_check_reads_only_the_options_a_command_has(tmp_path: Path) -> None:
     values = namespace(boots=2)
     options.check(values, tmp_path)
@@ -347,6 +362,6 @@ def test_plan_costs_a_cell_from_earlier_boots_at_this_cap(tmp_path: Path, monkey
     monkeypatch.setattr(paths, "RESULTS_DIR", tmp_path)
     args = namespace(accel="tcg", boots=1, jobs_per_host=1, cap=300.0, timeout=60.0,
                      no_entropy=True, no_clones=True, no_throughput=True)
-    text = dryrun.describe(args, [get_profile(QUIET)], ["crng", "stock"], 1, 6)
+    text = dryrun.describe(args, [get_profile(QUIET)], ["crng", "stock"], [hosts.DEFAULT_URI], 6)
     assert "estimate: about 5 min, builds not counted (basis: 2 of 2 cell(s) costed from " \
            "2 earlier boot(s)" in text, text

@@ -21,7 +21,7 @@ from typing import Optional
 from . import clones, paths, plan, throughput
 from .accel import KVM_PROBE_DEADLINE_S
 from .errors import BenchError, NeedsKvm
-from .hosts import AUTO, local_auto_jobs
+from .hosts import AUTO, host_jobs, shares_files
 from .profiles import Profile
 from .variants import load as load_variant
 
@@ -74,7 +74,7 @@ def minutes(seconds: float) -> str:
 
 
 def describe(args: argparse.Namespace, profiles: list[Profile], variants: list[str],
-             hosts: int, clone_workers: int) -> str:
+             uris: list[str], clone_workers: int) -> str:
     """The plan of a run with these (checked) arguments, as lines of text."""
     lines = []
     skipped: list[str] = []
@@ -92,12 +92,13 @@ def describe(args: argparse.Namespace, profiles: list[Profile], variants: list[s
     running = [p for p in profiles if p.name not in skipped]
     cells = [(p.name, v) for p in running for v in variants]
     boots = len(cells) * args.boots
-    if args.jobs_per_host == AUTO:
-        per_host, why = local_auto_jobs()
-        why += " (this machine's; each host's own at run time)"
-    else:
-        per_host, why = args.jobs_per_host, f"--jobs-per-host {args.jobs_per_host}"
-    slots = hosts * per_host
+    hosts = len(uris)
+    chosen = [host_jobs(uri, args.jobs_per_host) for uri in uris]
+    slots = sum(jobs for jobs, _why in chosen)
+    said = [why + (" (this machine's, read again at run time)"
+                   if args.jobs_per_host == AUTO and shares_files(uri) else "")
+            for uri, (_jobs, why) in zip(uris, chosen)]
+    why = "; ".join(dict.fromkeys(said))
     lines.insert(0, f"plan: {boots} matrix boots: {len(variants)} variant(s) × "
                     f"{len(running)} profile(s) × {args.boots} boot(s)"
                     + (f" ({len(skipped)} profile(s) skipped)" if skipped else "")

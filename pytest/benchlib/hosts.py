@@ -113,6 +113,18 @@ def local_auto_jobs() -> tuple[int, str]:
     return jobs_for(len(os.sched_getaffinity(0)), memory_mib)
 
 
+def host_jobs(uri: str, jobs_per_host: int | str,
+              conn: Optional[libvirt.virConnect] = None) -> tuple[int, str]:
+    """A host's slots and why, for the pool and the dry run alike: the number asked
+    for; under auto, one on a streamed host, else what the host has (from libvirt
+    when connected, else from this machine: the only host that shares its files)."""
+    if jobs_per_host != AUTO:
+        return int(jobs_per_host), f"--jobs-per-host {jobs_per_host}"
+    if not shares_files(uri):
+        return 1, STREAMED_AUTO_WHY
+    return auto_jobs(conn) if conn is not None else local_auto_jobs()
+
+
 def jobs_for(cores: int, memory_mib: int) -> tuple[int, str]:
     """One booting guest and IDLE_GUESTS_PER_CORE waiting ones per core, no more
     than the memory holds; and why."""
@@ -276,12 +288,7 @@ class HostPool:
             start_event_loop()
         for uri in uris:
             conn = connect(uri)
-            if jobs_per_host != AUTO:
-                jobs, why = int(jobs_per_host), f"--jobs-per-host {jobs_per_host}"
-            elif shares_files(uri):
-                jobs, why = auto_jobs(conn)
-            else:
-                jobs, why = 1, STREAMED_AUTO_WHY
+            jobs, why = host_jobs(uri, jobs_per_host, conn)
             self.hosts.append(Host(uri, jobs, conn, pool, jobs_why=why))
             if not shares_files(uri):
                 self.hosts[-1].conn.setKeepAlive(KEEPALIVE_INTERVAL_S, KEEPALIVE_COUNT)

@@ -300,8 +300,8 @@ def main(argv: list[str]) -> int:
     if args.dry_run:
         labels = variants + ([users.label] if users is not None else [])
         print(f"profiles: {' '.join(p.name for p in profiles)}; variants: {' '.join(labels)}")
-        print(dryrun.describe(args, profiles, labels, len(args.libvirt_uri or [DEFAULT_URI]),
-                            clones.CONCURRENT_CASES))
+        uris = list(dict.fromkeys(args.libvirt_uri or [DEFAULT_URI]))
+        print(dryrun.describe(args, profiles, labels, uris, clones.CONCURRENT_CASES))
         if len(profiles) == 1 and len(labels) == 1:
             print(dry_run_domain(args, profiles[0], labels[0], users, budget_s, say))
         return 0
