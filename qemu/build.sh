@@ -72,8 +72,16 @@ fi
 version=${dsc#qemu_}
 version=${version%.dsc}
 
+# x86_64-softmmu only (TCG + KVM, no default features). No debug information: the
+# bench reads no QEMU symbols, and -g costs about a fifth of the compile time of
+# files measured here (hw/acpi/aml-build.c: 6.4 s with it, 4.7 s without).
+configure_options=(--target-list=x86_64-softmmu --without-default-features
+	--disable-docs --disable-install-blobs --disable-debug-info --enable-tcg --enable-kvm
+	--meson=meson)
+
 fingerprint=$( {
 	echo "$version"
+	echo "${configure_options[*]}"
 	cat "$series"
 	for p in "${patches[@]}"; do cat "$here/patches/$p"; done
 } | sha256sum | cut -d' ' -f1)
@@ -123,10 +131,8 @@ done
 obj=$out/obj
 rm -rf "$obj"
 mkdir -p "$obj"
-step "configuring x86_64-softmmu (TCG + KVM, no default features)"
-(cd "$obj" && "$tree/configure" --target-list=x86_64-softmmu --without-default-features \
-	--disable-docs --disable-install-blobs --enable-tcg --enable-kvm \
-	--meson=meson) >"$logs/configure.log" 2>&1 \
+step "configuring x86_64-softmmu (TCG + KVM, no default features, no debug information)"
+(cd "$obj" && "$tree/configure" "${configure_options[@]}") >"$logs/configure.log" 2>&1 \
 	|| die "configure failed; log: $logs/configure.log"
 step "building qemu-system-x86_64 with $jobs jobs (several minutes on 2 cores; log: $logs/build.log)"
 start=$(date +%s)
