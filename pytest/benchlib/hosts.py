@@ -29,7 +29,7 @@ from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional, TypeVar
 from urllib.parse import urlparse
 
 import libvirt
@@ -191,17 +191,17 @@ class Lease:
         host's cores to itself but for the waiting guests beside it. A `paused`
         guest (one that waits for the lock for a stage of its own) goes before the
         boots of this process that have not started."""
+        def take() -> Optional[int]:
+            if paused or not _paused[self.host.uri]:
+                return _try_lock(self.host.busy_path())
+            return None
+
         if paused:
             with _paused_lock:
                 _paused[self.host.uri] += 1
         try:
-            while self._busy_fd is None:
-                if paused or not _paused[self.host.uri]:
-                    self._busy_fd = _try_lock(self.host.busy_path())
-                if self._busy_fd is None:
-                    if interrupted is not None and interrupted.is_set():
-                        return
-                    time.sleep(SLOT_POLL_S)
+            if self._busy_fd is None:
+                self._busy_fd = _poll(take, interrupted)
         finally:
             if paused:
                 with _paused_lock:
@@ -214,10 +214,22 @@ class Lease:
             self._busy_fd = None
 
 
+T = TypeVar("T")
+
 # Guests of this process paused until they hold their host's busy lock, per host
 # URI: a boot of this process that has not started waits for them (Lease.booting).
 _paused: Counter[str] = Counter()
 _paused_lock = threading.Lock()
+
+
+def _poll(take: Callable[[], Optional[T]],
+          interrupted: Optional[threading.Event] = None) -> Optional[T]:
+    """take() every SLOT_POLL_S until it gives something (None if interrupted)."""
+    while True:
+        got = take()
+        if got is not None or (interrupted is not None and interrupted.is_set()):
+            return got
+        time.sleep(SLOT_POLL_S)
 
 
 def _try_lock(path: Path) -> Optional[int]:
@@ -313,27 +325,30 @@ class HostPool:
         """Hold a free slot for the duration of one boot, waiting for one if all
         are taken. The hosts are tried in turn from where the last lease left
         off, so that boots spread over them; `only` restricts it to one host."""
-        while True:
+        def free_slot() -> Optional[tuple[Host, int, int]]:
             order = [only] if only is not None else \
                 self.hosts[self._next:] + self.hosts[:self._next]
             for host in order:
                 for slot in range(host.jobs):
                     fd = _try_lock(host.slot_path(slot))
-                    if fd is None:
-                        continue
-                    self._next = (self.hosts.index(host) + 1) % len(self.hosts)
-                    lease = Lease(host, slot)
-                    lease.note_neighbours()
-                    stop = threading.Event()
-                    watcher = threading.Thread(target=_watch, args=(lease, stop), daemon=True)
-                    watcher.start()
-                    try:
-                        yield lease
-                    finally:
-                        lease.settled()
-                        stop.set()
-                        watcher.join()
-                        lease.note_neighbours()
-                        os.close(fd)
-                    return
-            time.sleep(SLOT_POLL_S)
+                    if fd is not None:
+                        return host, slot, fd
+            return None
+
+        found = _poll(free_slot)
+        assert found is not None        # _poll without an interruption waits for one
+        host, slot, fd = found
+        self._next = (self.hosts.index(host) + 1) % len(self.hosts)
+        lease = Lease(host, slot)
+        lease.note_neighbours()
+        stop = threading.Event()
+        watcher = threading.Thread(target=_watch, args=(lease, stop), daemon=True)
+        watcher.start()
+        try:
+            yield lease
+        finally:
+            lease.settled()
+            stop.set()
+            watcher.join()
+            lease.note_neighbours()
+            os.close(fd)
