@@ -233,18 +233,22 @@ def test_vmbus_lrng_negative_control_fullbit_fails_the_credit_rule(vmbus_boot, p
 
 # Save/restore: the guest sleeps through a window this long and is saved and
 # restored (a new QEMU process, as for migration) a few seconds into it.
-SAVE_WINDOW_S = 12
-SAVE_AFTER_S = 3
+# The guest waits SAVE_POINT_S (guest seconds) after its "save_point" line before
+# its window opens; the host saves it SAVE_AFTER_S after seeing the line, so the
+# window's readings (and the ticks between them) all come after the restore.
+SAVE_POINT_S = 6
+SAVE_AFTER_S = 1
+SAVE_WINDOW_S = 4
 SAVE_BOOT_DEADLINE_S = 600
 
 
 @pytest.mark.parametrize("profile", PROFILES)
 def test_vmbus_save_restore_keeps_ticking(host_pool, initrd, accel, run_dir, profile: str,
                                           kernel_under_test) -> None:
-    """virsh save / virsh restore of a running Hyper-V guest in the middle of an idle
+    """virsh save / virsh restore of a running Hyper-V guest asleep before its idle
     window: after the restore the guest's synthetic timer keeps ticking (the sleep
-    ends, the tasks after it run, the tick row grew on every CPU) and its kernel log
-    has no oops."""
+    ends, the window opens and its tick row grows on every CPU, all after the
+    restore, the tasks after it run) and its kernel log has no oops."""
     host = host_pool.first
     if not host.shares_files:
         pytest.skip(f"save/restore keeps the saved image and the data log in this run's folder: "
@@ -252,17 +256,21 @@ def test_vmbus_save_restore_keeps_ticking(host_pool, initrd, accel, run_dir, pro
     try:
         request = plan.request(get_profile(profile), under_test=kernel_under_test, initrd=initrd,
                                outdir=run_dir, accel=accel, tasks=["vmbus"],
-                               params={"noise": "0", "window": str(SAVE_WINDOW_S)})
+                               params={"noise": "0", "window": str(SAVE_WINDOW_S),
+                                       "save_point": str(SAVE_POINT_S)})
     except Skip as exc:
         pytest.skip(str(exc))
     with host_pool.lease(host), SavedGuest(host.conn, request, "saverestore") as guest:
         data_log = guest.ready.data_log
-        guest.wait_for("@@SECTION window_open", SAVE_BOOT_DEADLINE_S)
+        guest.wait_for("@@SECTION save_point", SAVE_BOOT_DEADLINE_S)
         time.sleep(SAVE_AFTER_S)
         image = guest.save()
         assert guest.gone()
+        assert "@@SECTION window_open" not in read_text(data_log), (
+            f"the window opened before the save ({SAVE_POINT_S} s after the save point): "
+            f"its ticks would not show the restored guest's timer ({data_log})")
         guest.restore(image)
-        guest.wait_for("@@END kmsg", SAVE_WINDOW_S + 300)
+        guest.wait_for("@@END kmsg", SAVE_POINT_S + SAVE_WINDOW_S + 300)
     tasks, _ = parse_data(read_text(data_log))
     assert "vmbus" in tasks and tasks["vmbus"].rc == 0, \
         f"the vmbus task did not finish after the restore: {data_log}"
