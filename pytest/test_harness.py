@@ -22,6 +22,7 @@ from benchlib.record import (BootRecord, KmsgIncomplete, TaskOutput, parse_conso
 from benchlib import report_json, throughput
 from benchlib.report import (NOT_READY, VERDICT, Cell, headline, junit, not_ok, run_failed,
                              table)
+from benchlib import crngcheck
 from benchlib.spills import Spill, spills
 from benchlib.trace import TraceIncomplete, parse_trace
 
@@ -303,3 +304,27 @@ def test_harness_throughput_budget_is_judged_on_medians(crng_mb_s: list[float],
 ])
 def test_harness_spill_triggers_a_late_mix_can_hide(count: int, prev_t, decided) -> None:
     assert Spill(cpu=0, t=1.6, count=count, prev_t=prev_t).decided_by(64) == decided
+
+
+def jitter_record(tmp_path: Path, armed: bool = True, missed: int = 0) -> BootRecord:
+    """A crng boot whose probe blocked and whose trace shows no jitter event: armed
+    or not, its kprobe missing `missed` hits."""
+    record = fake_record(tmp_path)
+    record.probe = [{"event": "blocking", "t_start": "0.1", "t_end": "1.2", "ret": "32"}]
+    events = ["p:kprobes/jitter try_to_generate_entropy"] if armed else []
+    record.tasks["trace"] = TaskOutput("trace", 0, [
+        "@@SECTION kprobe_events", ARMED_AIR, *events,
+        "@@SECTION kprobe_profile", "  air  2  0", *([f"  jitter  0  {missed}"] if armed else []),
+        "@@SECTION trace", TRACE_HEAD.format(1, 1), trace_line(0, 1.0, "air", "irq=4")])
+    return record
+
+
+def test_harness_an_absence_counts_only_if_the_trace_could_see_it(tmp_path: Path) -> None:
+    """'The jitter generator never ran' holds on a trace whose jitter kprobe was
+    armed and missed nothing; it is refused when the kprobe was not armed or missed
+    hits (issue 23: absence checks never read the miss counts)."""
+    crngcheck.assert_no_jitter(jitter_record(tmp_path))
+    with pytest.raises(AssertionError, match=r"\['jitter'\] were not armed"):
+        crngcheck.assert_no_jitter(jitter_record(tmp_path, armed=False))
+    with pytest.raises(AssertionError, match=r"kprobes \{'jitter': 3\} missed hits"):
+        crngcheck.assert_no_jitter(jitter_record(tmp_path, missed=3))

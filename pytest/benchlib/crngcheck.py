@@ -11,7 +11,7 @@ from .crngstate import CrngState, parse_crng_state
 from .ordering import assert_nonblock_eagain_until_ready, blocking_return_time, ready_position
 from .record import BootRecord
 from .spills import Spill, credited_bits, first, spills
-from .trace import TRACE_TASK, TraceEvent, trace_of
+from .trace import TRACE_TASK, TraceEvent, armed_events, kprobe_misses, trace_of
 
 READY_STATE = 2
 RESEEDED_STATE = 3
@@ -101,6 +101,20 @@ def assert_blocking_returns_at_2(record: BootRecord) -> float:
 
 # ---- What the kernel did, from the trace ----------------------------------------
 
+def assert_could_see(record: BootRecord, *names: str) -> None:
+    """An event absent from the trace proves its absence only if its kprobe was
+    armed and missed no hit (trace.kprobe_misses): else the check cannot judge."""
+    sections = record.finished_task(TRACE_TASK).sections()
+    unarmed = [n for n in names if n not in armed_events(sections)]
+    assert not unarmed, (f"kprobe events {unarmed} were not armed: their absence from the "
+                         f"trace proves nothing ({record.data_log})")
+    missed = {n: count for n, count in kprobe_misses(sections).items()
+              if n in names and count}
+    assert not missed, (f"kprobes {missed} missed hits (their handler ran while another's "
+                        f"did): an event absent from the trace may have happened "
+                        f"({record.data_log})")
+
+
 def fast_loads(events: list[TraceEvent]) -> list[Spill]:
     return [s for s in spills(events) if s.fast_loaded]
 
@@ -126,6 +140,8 @@ def assert_fast_loads(record: BootRecord) -> list[Spill]:
         f"{len(loads)} fast loads in the trace but only states {steps} printed: a fast load "
         "that moved no state")
     ready = first(events, "reseed", full=1)
+    if ready is not None:
+        assert_could_see(record, "mix", "fl")        # no fast load after it
     assert ready is None or loads[-1].t < ready.t, (
         f"fast load at {loads[-1].t} s after the reseed to 3 at {ready.t} s")
     return loads
@@ -153,6 +169,7 @@ def assert_reseed_after_128_bits(record: BootRecord) -> TraceEvent:
     events = trace(record)
     full = first(events, "reseed", full=1)
     assert full is not None, f"no reseed to state 3 in the trace ({record.data_log})"
+    assert_could_see(record, "reseed")               # no reseed before it
     early = [e for e in events if e.event == "reseed" and e.t < full.t]
     assert not early, f"reseeds before state 3: {[(e.t, e.args) for e in early]}"
     bits = credited_bits(events, before=full.t) + untraced_credits(record, events)
@@ -165,6 +182,7 @@ def assert_no_jitter(record: BootRecord) -> None:
     """The jitter entropy generator never ran (the RFC has none), though the probe
     made a blocking getrandom() call."""
     assert record.probe_event("blocking"), f"no blocking getrandom() call ({record.data_log})"
+    assert_could_see(record, "jitter")
     jitter = [e.t for e in trace(record) if e.event == "jitter"]
     assert not jitter, f"the jitter entropy generator ran at {jitter[:5]} s"
 
