@@ -19,7 +19,7 @@ from benchlib.profiles import PLACEHOLDERS, all_profiles, get_profile
 from benchlib.synthetic import throughput_records
 from benchlib.record import (BootRecord, KmsgIncomplete, TaskOutput, parse_console, parse_data,
                              parse_kmsg)
-from benchlib import report_json, throughput
+from benchlib import report, report_json, throughput
 from benchlib.report import (NOT_READY, VERDICT, Cell, headline, junit, not_ok, run_failed,
                              table)
 from benchlib import crngcheck
@@ -328,3 +328,26 @@ def test_harness_an_absence_counts_only_if_the_trace_could_see_it(tmp_path: Path
         crngcheck.assert_no_jitter(jitter_record(tmp_path, armed=False))
     with pytest.raises(AssertionError, match=r"kprobes \{'jitter': 3\} missed hits"):
         crngcheck.assert_no_jitter(jitter_record(tmp_path, missed=3))
+
+
+def test_harness_report_gives_the_spills_that_made_ready(tmp_path: Path) -> None:
+    """The spills before ready by trigger, from the trace: two CPUs' first spills
+    before 'crng init done' at 1.25 s, a spill at 64 interrupts after it (not
+    counted); a trace without the spill event armed gives no such row (the lrng)."""
+    record = fake_record(tmp_path)
+    record.tasks["trace"] = TaskOutput("trace", 0, [
+        "@@SECTION kprobe_events", ARMED_AIR,
+        "p:kprobes/mix mix_interrupt_randomness count=-8($arg1):u32",
+        "@@SECTION trace", TRACE_HEAD.format(4, 4),
+        trace_line(0, 0.9, "mix", "count=2147483649"), trace_line(1, 1.0, "mix", "count=2147483649"),
+        trace_line(0, 1.1, "air", "irq=4"), trace_line(0, 1.3, "mix", "count=2147483712")])
+    cell = Cell("tcg-quiet", "stock", records=[record])
+    assert report.cell_text(cell, report.SPILLS, cell.samples()) == "first-or-flush 2 1/1"
+    assert report.SPILLS in table([cell]).split("Legend:")[0]
+    data = report_json.cell_json(cell, None, {})
+    assert data["spills_to_ready"] == {"boots": 1, "of": 1, "by_trigger": {
+        "threshold": 0, "flush": 0, "first_or_flush": 2, "early": 0}}
+    plain = Cell("tcg-quiet", "stock", records=[fake_record(tmp_path)])
+    assert plain.spill_causes() is None
+    assert report.SPILLS not in table([plain]).split("Legend:")[0]
+    assert report_json.cell_json(plain, None, {})["spills_to_ready"] is None

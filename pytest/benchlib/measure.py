@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .record import BootRecord
+from .spills import CAUSES, SPILL_INTERRUPTS, spills
 from .trace import TRACE_TASK, TraceEvent, TraceIncomplete, armed_events, trace_of
 
 # The trace sets' event of an interrupt the RNG sampled (add_interrupt_randomness
@@ -82,6 +83,21 @@ def traced_until(record: BootRecord) -> Optional[float]:
     """printk time of the trace's last event: how far into the boot it saw."""
     events = trace_events(record)
     return events[-1].t if events else None
+
+
+def spill_causes_to_ready(record: BootRecord) -> Optional[dict[str, int]]:
+    """The fast-pool spills before ready, by what triggered each (spills.Spill.cause:
+    64 interrupts, the 1 s flush, a CPU's first spill in the trace); None where the
+    trace has no spill event armed (the lrng variant has no fast pool)."""
+    events, ready = trace_events(record), ready_printk(record)
+    if events is None or ready is None or "mix" not in armed_events(
+            record.tasks[TRACE_TASK].sections()):
+        return None
+    causes = dict.fromkeys(CAUSES, 0)
+    for spill in spills(events):
+        if spill.t < ready:
+            causes[spill.cause(SPILL_INTERRUPTS)] += 1
+    return causes
 
 
 def credit_rate(record: BootRecord) -> Optional[float]:

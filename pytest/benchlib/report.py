@@ -32,6 +32,8 @@ IRQS = "irqs to ready"
 BLOCKED = "blocking wait (s)"
 FIRST_NONBLOCK_OK = "first GRND_NONBLOCK ok (printk)"
 HOST_DONE = "host wall: boot to done"
+# What triggered the fast-pool spills before ready, summed over the cell's boots.
+SPILLS = "spills to ready, by trigger"
 # Whether two clones of one guest saved past two minutes of uptime read different
 # bytes (benchlib/clones.py): yes, no: identical for N reads, no driver.
 CLONE_SAFE = "clone-safe"
@@ -154,6 +156,14 @@ class Cell:
         """Boots that ran beside another boot on their host."""
         return sum(r.shared_host for r in self.records)
 
+    def spill_causes(self) -> Optional[tuple[dict[str, int], int]]:
+        """measure.spill_causes_to_ready summed over the boots that have it, and how
+        many boots did."""
+        found = [c for c in map(measure.spill_causes_to_ready, self.records) if c is not None]
+        if not found:
+            return None
+        return {cause: sum(c[cause] for c in found) for cause in found[0]}, len(found)
+
     def credit_rates(self) -> list[float]:
         return [r for r in (measure.credit_rate(rec) for rec in self.records) if r is not None]
 
@@ -208,12 +218,21 @@ def columns(cells: list[Cell]) -> list[str]:
     order = [READY, *milestones, IRQS, BLOCKED, FIRST_NONBLOCK_OK, HOST_DONE]
     # A variant's milestones get their columns even where no boot reached them.
     found = [name for name in order if name in present or name in milestones]
+    if any(c.spill_causes() for c in cells):
+        found.insert(found.index(IRQS) + 1 if IRQS in found else len(found), SPILLS)
     return found + ([CLONE_SAFE] if any(c.clone_safe for c in cells) else [])
 
 
 def cell_text(cell: Cell, name: str, samples: dict[str, list[float]]) -> str:
     if name == CLONE_SAFE:
         return cell.clone_safe or "-"
+    if name == SPILLS:
+        summed = cell.spill_causes()
+        if summed is None:
+            return f"- 0/{cell.boots}"
+        causes, boots = summed
+        said = ", ".join(f"{cause} {n}" for cause, n in causes.items() if n) or "none"
+        return f"{said} {boots}/{cell.boots}"
     values = samples.get(name)
     if name == IRQS and values:
         cpus = cell.cpus_to_ready()
@@ -277,6 +296,13 @@ LEGEND_ITEMS: list[tuple[str, str]] = [
      "seconds since boot; each milestone likewise"),
     (IRQS, "interrupts the RNG sampled before ready, from a kprobe armed at fs_initcall "
      "(earlier ones are not counted), and on how many CPUs"),
+    (SPILLS, "the fast-pool spills before ready, from the trace, by what triggered each: "
+     "threshold (64 interrupts on that CPU), flush (1 s since the CPU's previous spill), "
+     "first-or-flush (the CPU's first spill in the trace: its first interrupt since boot, "
+     "which spills at once, or a flush after a spill made before the kprobes were armed), "
+     "early (none of these); summed over the n of N boots traced (stock and crng: the LRNG "
+     "has no fast pool). crng_init 2 after two first-or-flush spills came from two "
+     "interrupts, one a CPU"),
     (BLOCKED, "how long the probe's blocking getrandom() blocked (CLOCK_BOOTTIME)"),
     (FIRST_NONBLOCK_OK, "when the probe's first GRND_NONBLOCK getrandom() succeeded, guest "
      "printk seconds"),

@@ -197,6 +197,7 @@ def cell_json(cell: Cell, outdir: Optional[Path], labels: dict[str, str]) -> dic
                         "final": bool(spec and name == spec.final), "printk_s": figure(name)}
                        for name in own],
         METRIC_KEYS[IRQS]: {**figure(IRQS), "cpus_max": max(cpus) if cpus else None},
+        "spills_to_ready": spills_json(cell),
         METRIC_KEYS[BLOCKED]: figure(BLOCKED),
         METRIC_KEYS[FIRST_NONBLOCK_OK]: figure(FIRST_NONBLOCK_OK),
         METRIC_KEYS[HOST_DONE]: figure(HOST_DONE),
@@ -208,6 +209,16 @@ def cell_json(cell: Cell, outdir: Optional[Path], labels: dict[str, str]) -> dic
         "clone_safe": cell.clone_safe, "clone": clone_json(cell.clone, outdir),
         "boots": [boot_json(r, outdir) for r in cell.records],
     }
+
+
+def spills_json(cell: Cell) -> Optional[dict[str, object]]:
+    """The fast-pool spills before ready by trigger, summed over the traced boots."""
+    summed = None if cell.skipped else cell.spill_causes()
+    if summed is None:
+        return None
+    causes, boots = summed
+    return {"boots": boots, "of": cell.boots,
+            "by_trigger": {cause.replace("-", "_"): n for cause, n in causes.items()}}
 
 
 def throughput_json(rows: list[dict[str, object]]) -> Optional[dict[str, object]]:
