@@ -1,5 +1,5 @@
 """The bench's harness: profiles, kernels, guests, boot records and reports.
 
-Kept out of the test files so that tests, the pytest plugin (plugin.py, loaded by the root conftest.py)
-and the main job (benchlib.run) share one implementation.
+Kept out of the test files so that tests, the pytest plugin (plugin.py, which the
+root conftest.py loads) and the main job (benchlib.run) share one implementation.
 """
