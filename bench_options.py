@@ -13,8 +13,8 @@ tox.ini does not name it (a plugin that cannot be imported stops pytest), the
 Makefile does (it runs pytest from the root), and conftest.py loads it wherever
 pytest is started: `pytest -k vmbus` works from the root and from pytest/, and a
 path outside the repository after a space (`--kernel /boot/X`) needs `make test`,
-`-p bench_options`, or `--kernel=/boot/X`. conftest.py (the fixtures) documents
-each option.
+`-p bench_options`, or `--kernel=/boot/X`. benchlib/plugin.py (the fixtures)
+documents each option.
 
 Every option is checked before anything is collected, built or booted
 (benchlib/options.py, as the main job's): a bad value is a usage error (pytest's

@@ -135,7 +135,7 @@ def test_entropy_capture_reaches_sample_count(profile: str, boots: BootPool,
     # The assessor read every sample the guest sent (the files are the harness's own
     # writing: their sizes prove nothing), and the capture holds up on the guest's
     # TSC against its own duration and against an MCV estimate made here.
-    assert assessment.samples == len(capture) - 1 == int(capture.dump["samples"]) - 1
+    assert assessment.samples == len(capture) - 1
     wrong = entropy.check_capture(capture, got.record.messages, assessment.min_entropy)
     assert not wrong, f"{profile}: {'; '.join(wrong)} ({got.record.data_log}, {outdir})"
 

@@ -166,15 +166,19 @@ TRACED, EMPTY_TRACE, UNARMED_TRACE, NO_TRACE = "traced", "empty", "unarmed", "no
 
 def fake_record(tmp_path: Path, probe_rc: int = 0, ready: bool = True,
                 traced: str = TRACED, probed: bool = False) -> BootRecord:
-    """probed: the probe's first GRND_NONBLOCK call was seen (it watched to the end)."""
+    """probed: the probe polled GRND_NONBLOCK to its timeout without a success and
+    the boot waited out its cap (it watched the RNG not ready to the end)."""
     record = BootRecord(name="bench-x", profile="tcg-quiet", variant="stock", kernel="k",
                         accel="tcg", cmdline="", console_log=tmp_path / "c",
                         data_log=tmp_path / "d")
-    record.messages = [(0.5, "bench: nonblock ok 1")] + (
+    record.messages = ([] if probed else [(0.5, "bench: nonblock ok 1")]) + (
         [(1.25, "random: crng init done")] if ready else [])
     if probed:
-        record.probe = [{"event": "nonblock_first", "t": "0.4", "ret": "-1", "errno": "EAGAIN"}]
+        record.probe = [{"event": "nonblock_first", "t": "0.4", "ret": "-1", "errno": "EAGAIN"},
+                        {"event": "nonblock_timeout", "t": "60.4", "attempts": "600"}]
     record.tasks = {"probe": TaskOutput("probe", probe_rc), "kmsg": TaskOutput("kmsg", 0)}
+    if probed:
+        record.tasks["until"] = TaskOutput("until", 0, ["until: cap pattern=x waited_s=300"])
     events = [] if traced == EMPTY_TRACE else [trace_line(0, 1.0, "air", "irq=4"),
                                                 trace_line(1, 1.3, "air", "irq=4")]
     armed = [] if traced == UNARMED_TRACE else ["@@SECTION kprobe_events", ARMED_AIR]
@@ -219,7 +223,8 @@ def test_harness_never_ready_is_a_finding_only_without_a_budget(tmp_path: Path,
         assert cell.verdict().startswith(f"{NOT_READY} in 1/2 boots"), cell.verdict()
         assert "bench-x: 2 interrupts sampled on 2 CPU(s) by 1 s" in cell.verdict()
         assert not not_ok([cell]) and not run_failed([cell])
-        assert "1 never ready within the cap" in headline([cell])
+        assert headline([cell]) == ("passed: 0 cells ok, 1 cell never ready within the cap where "
+                                    "no budget asks it (a finding)")
         assert junit([cell]).getroot().find("testcase/failure") is None
         assert re.search(rf"^ +{VERDICT} +{NOT_READY} \[1\]$", table([cell]), re.M), table([cell])
     else:
@@ -229,6 +234,15 @@ def test_harness_never_ready_is_a_finding_only_without_a_budget(tmp_path: Path,
     untraced = fake_record(tmp_path, ready=False, probed=True, traced=NO_TRACE)
     assert Cell("tcg-quiet", "stock", records=[untraced]).verdict().startswith(
         "no data: no kprobe trace")
+    # Not watched to the end: the probe's first call succeeded, or the boot did not
+    # wait out its cap. A missing ready message is then no finding.
+    succeeded = fake_record(tmp_path, ready=False, probed=True)
+    succeeded.probe.append({"event": "nonblock_ok", "t": "0.5", "ret": "32"})
+    short = fake_record(tmp_path, ready=False, probed=True)
+    short.tasks["until"] = TaskOutput("until", 0, ["until: reached pattern=x waited_s=3"])
+    for record in (succeeded, short):
+        assert Cell("tcg-quiet", "stock", records=[record]).verdict().startswith(
+            "no data: no 'crng init done'")
 
 
 def test_harness_report_json_fits_its_schema(tmp_path: Path) -> None:
@@ -331,22 +345,25 @@ def test_harness_an_absence_counts_only_if_the_trace_could_see_it(tmp_path: Path
 
 
 def test_harness_report_gives_the_spills_that_made_ready(tmp_path: Path) -> None:
-    """The spills before ready by trigger, from the trace: two CPUs' first spills
-    before 'crng init done' at 1.25 s, a spill at 64 interrupts after it (not
-    counted); a trace without the spill event armed gives no such row (the lrng)."""
+    """The spills before ready by trigger, from the trace, on the variant's count
+    (stock: 1024): two CPUs' first spills and one of 1024 interrupts before 'crng
+    init done' at 1.25 s, one after it (not counted); a trace without the spill
+    event armed gives no such row."""
     record = fake_record(tmp_path)
     record.tasks["trace"] = TaskOutput("trace", 0, [
         "@@SECTION kprobe_events", ARMED_AIR,
         "p:kprobes/mix mix_interrupt_randomness count=-8($arg1):u32",
-        "@@SECTION trace", TRACE_HEAD.format(4, 4),
+        "@@SECTION trace", TRACE_HEAD.format(5, 5),
         trace_line(0, 0.9, "mix", "count=2147483649"), trace_line(1, 1.0, "mix", "count=2147483649"),
-        trace_line(0, 1.1, "air", "irq=4"), trace_line(0, 1.3, "mix", "count=2147483712")])
+        trace_line(0, 1.1, "air", "irq=4"), trace_line(0, 1.2, "mix", f"count={(1 << 31) | 1024}"),
+        trace_line(0, 1.3, "mix", f"count={(1 << 31) | 1024}")])
     cell = Cell("tcg-quiet", "stock", records=[record])
-    assert report.cell_text(cell, report.SPILLS, cell.samples()) == "first-or-flush 2 1/1"
+    assert report.cell_text(cell, report.SPILLS, cell.samples()) == \
+        "threshold 1, first-or-flush 2 1/1"
     assert report.SPILLS in table([cell]).split("Legend:")[0]
     data = report_json.cell_json(cell, None, {})
     assert data["spills_to_ready"] == {"boots": 1, "of": 1, "by_trigger": {
-        "threshold": 0, "flush": 0, "first_or_flush": 2, "early": 0}}
+        "threshold": 1, "flush": 0, "first_or_flush": 2, "early": 0}}
     plain = Cell("tcg-quiet", "stock", records=[fake_record(tmp_path)])
     assert plain.spill_causes() is None
     assert report.SPILLS not in table([plain]).split("Legend:")[0]

@@ -231,9 +231,7 @@ def test_vmbus_lrng_negative_control_fullbit_fails_the_credit_rule(vmbus_boot, p
         CREDIT_RULES[record.spec().credit_rule].check(sections(record))
 
 
-# Save/restore: the guest sleeps through a window this long and is saved and
-# restored (a new QEMU process, as for migration) a few seconds into it.
-# The guest waits SAVE_POINT_S (guest seconds) after its "save_point" line before
+# Save/restore (a new QEMU process, as for migration): the guest waits SAVE_POINT_S (guest seconds) after its "save_point" line before
 # its window opens; the host saves it SAVE_AFTER_S after seeing the line, so the
 # window's readings (and the ticks between them) all come after the restore.
 SAVE_POINT_S = 6

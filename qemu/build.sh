@@ -6,10 +6,10 @@
 # Steps: add a deb-src entry for Debian's archive if there is none, install the
 # build dependencies, fetch the qemu source package (`apt-get source`), unpack it
 # with Debian's own patches into $BUILD_DIR/qemu/src, apply patches/series with
-# `patch -p1`, configure x86_64-softmmu only (TCG + KVM, no default features),
+# `patch -p1`, configure x86_64-softmmu only (TCG + KVM, no default features, no -g),
 # build qemu-system-x86_64 and install it at $BUILD_DIR/qemu/qemu-system-x86_64.
 # Nothing is done when the fingerprint of (series, patch contents, Debian source
-# version) matches the last successful build. BUILD_DIR defaults to build/ in the
+# version, configure options) matches the last successful build. BUILD_DIR defaults to build/ in the
 # repository (gitignored). Logs: $BUILD_DIR/qemu/logs/.
 #
 # Run the binary with `-L /usr/share/seabios -L /usr/share/qemu` (firmware from

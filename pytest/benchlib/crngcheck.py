@@ -10,14 +10,14 @@ from __future__ import annotations
 from .crngstate import CrngState, parse_crng_state
 from .ordering import assert_nonblock_eagain_until_ready, blocking_return_time, ready_position
 from .record import BootRecord
-from .spills import SPILL_INTERRUPTS, Spill, credited_bits, first, spills
+from .spills import Spill, credited_bits, first, spills
 from .trace import TRACE_TASK, TraceEvent, armed_events, kprobe_misses, trace_of
 
 READY_STATE = 2
 RESEEDED_STATE = 3
 # drivers/char/random.c in rfc mode: a fast load after this many interrupts (or
 # the 1 s flush, or a CPU's first interrupt), the reseed to 3 at this many bits.
-FAST_LOAD_INTERRUPTS = SPILL_INTERRUPTS
+FAST_LOAD_INTERRUPTS = 64
 RESEED_BITS = 128
 # printk and the probe race by this much when one CPU changes state and another
 # looks (see ordering.RACE_SLACK_S); states 2 and 3 must be further apart than it

@@ -50,8 +50,8 @@ ASSESSOR_MIN_SAMPLES = 10_000   # ea-noniid refuses fewer (tools/ea/README.md)
 #   calibrated ("tsc: Detected N MHz processor"); their span in seconds must be the
 #   capture's own duration on CLOCK_MONOTONIC (irqcap's noise seconds). A decoding
 #   error of the ring buffer (a lost time extend, a wrong delta) breaks it. Measured
-#   2026-12-05 over 12 captures (TCG and Hyper-V profiles): 0.93-1.10 of it; the
-#   bounds are generous.
+#   2026-12-05 over 69 stored captures (TCG, -icount and Hyper-V profiles):
+#   0.98-1.10 of it; the bounds are generous.
 TSC_MHZ = re.compile(r"^tsc: Detected ([0-9.]+) MHz processor$")
 SPAN_RATIO_BOUNDS = (0.75, 1.33)
 # - the assessor's verdict is the least of its estimators, so it can be no more than

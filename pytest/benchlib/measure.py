@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .record import BootRecord
-from .spills import CAUSES, SPILL_INTERRUPTS, spills
+from .spills import CAUSES, spills
 from .trace import TRACE_TASK, TraceEvent, TraceIncomplete, armed_events, trace_of
 
 # The trace sets' event of an interrupt the RNG sampled (add_interrupt_randomness
@@ -87,17 +87,28 @@ def traced_until(record: BootRecord) -> Optional[float]:
 
 def spill_causes_to_ready(record: BootRecord) -> Optional[dict[str, int]]:
     """The fast-pool spills before ready, by what triggered each (spills.Spill.cause:
-    64 interrupts, the 1 s flush, a CPU's first spill in the trace); None where the
-    trace has no spill event armed (the lrng variant has no fast pool)."""
-    events, ready = trace_events(record), ready_printk(record)
-    if events is None or ready is None or "mix" not in armed_events(
+    the variant's spill_interrupts, the 1 s flush, a CPU's first spill in the
+    trace); None for a variant without a fast pool (lrng: no spill_interrupts) or a
+    trace without the spill event armed."""
+    threshold, events, ready = record.spec().spill_interrupts, trace_events(record), \
+        ready_printk(record)
+    if threshold is None or events is None or ready is None or "mix" not in armed_events(
             record.tasks[TRACE_TASK].sections()):
         return None
     causes = dict.fromkeys(CAUSES, 0)
     for spill in spills(events):
         if spill.t < ready:
-            causes[spill.cause(SPILL_INTERRUPTS)] += 1
+            causes[spill.cause(threshold)] += 1
     return causes
+
+
+def watched_never_ready(record: BootRecord) -> bool:
+    """The probe polled GRND_NONBLOCK until its timeout without one success, and the
+    boot then waited out its cap for the final milestone: the RNG was seen not
+    ready to the end (a boot without that evidence proves nothing of the kind)."""
+    return (record.probe_event("nonblock_timeout") is not None
+            and record.probe_event("nonblock_ok") is None
+            and until_outcome(record) == "cap")
 
 
 def credit_rate(record: BootRecord) -> Optional[float]:

@@ -113,7 +113,7 @@ class Cell:
             except BadKernel as exc:
                 return f"no data: {exc}"
             if measure.ready_printk(record) is None:
-                if not record.probe_event("nonblock_first"):
+                if not measure.watched_never_ready(record):
                     return f"no data: no {ready} in {record.name} ({record.data_log})"
                 if measure.irqs_seen(record) is None:
                     return f"no data: no kprobe trace in {record.name} ({record.data_log})"
@@ -121,7 +121,8 @@ class Cell:
                     # The probe looked and the RNG never got ready, where a budget
                     # asks for it: the cell fails.
                     return (f"not ready: no {ready} in {record.name}, whose probe saw the RNG "
-                            f"not ready to the end ({record.data_log})")
+                            f"not ready to its timeout and which waited out the cap "
+                            f"({record.data_log})")
             elif measure.irqs_to_ready(record) is None:
                 return f"no data: no kprobe trace in {record.name} ({record.data_log})"
         if not self.records:
@@ -146,7 +147,8 @@ class Cell:
                         else f"{record.name}: no trace")
         return (f"{NOT_READY} in {len(never)}/{len(self.records)} boots (a finding: this "
                 f"profile has no time-to-ready budget); the probe saw the RNG not ready to "
-                f"the end; {'; '.join(seen)} ({never[0].data_log})")
+                f"its timeout and no ready message came by the cap; {'; '.join(seen)} "
+                f"({never[0].data_log})")
 
     def finding(self) -> bool:
         """Whether the verdict is a measurement that does not fail the run."""
@@ -297,7 +299,8 @@ LEGEND_ITEMS: list[tuple[str, str]] = [
     (IRQS, "interrupts the RNG sampled before ready, from a kprobe armed at fs_initcall "
      "(earlier ones are not counted), and on how many CPUs"),
     (SPILLS, "the fast-pool spills before ready, from the trace, by what triggered each: "
-     "threshold (64 interrupts on that CPU), flush (1 s since the CPU's previous spill), "
+     "threshold (the variant's count of interrupts on that CPU: 1024 on stock, 64 for "
+     "crng's fast loads), flush (1 s since the CPU's previous spill), "
      "first-or-flush (the CPU's first spill in the trace: its first interrupt since boot, "
      "which spills at once, or a flush after a spill made before the kprobes were armed), "
      "early (none of these); summed over the n of N boots traced (stock and crng: the LRNG "
@@ -537,15 +540,17 @@ def headline(cells: list[Cell], throughput_rows: Iterable[dict[str, object]] = (
     bad, slow = not_ok(cells), over_budget(rows)
     skipped = sum(bool(c.skipped) for c in cells)
     never = len(not_ready(cells))
+    found = (f"{never} cell{'s' if never != 1 else ''} never ready within the cap where "
+             f"no budget asks it (a finding)") if never else ""
     if not run_failed(cells, rows):
         ran = len(cells) - skipped - never
         said = f"passed: all {ran} cells ok" if ran != 1 else "passed: the one cell ok"
         if never:
-            said = (f"passed: {ran} cells ok, {never} never ready within the cap where no "
-                    f"budget asks it (a finding)")
+            said = f"passed: {ran} cell{'s' if ran != 1 else ''} ok, {found}"
         said += f", {skipped} skipped with a reason" if skipped else ""
         return said + ("; getrandom() throughput within budget" if rows else "")
     parts = [f"{len(bad)} of {len(cells)} cells not ok"] if bad else []
+    parts += [found] if found else []
     if slow:
         parts.append(f"getrandom() throughput over the {throughput.MAX_SLOWDOWN:.0%} budget: "
                      + ", ".join(f"{r['variant']} ({r['threads']}×{r['request_bytes']} B: "

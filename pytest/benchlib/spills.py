@@ -17,10 +17,9 @@ from .trace import TraceEvent
 # drivers/char/random.c: the fast pool's count is a u32 whose bit 31 is
 # MIX_INFLIGHT; crediting and thresholds use the low 16 bits.
 COUNT_MASK = 0xFFFF
-# A CPU's fast pool spills at this many interrupts (6.1, and the crng series'
-# fast loads, which are spills), ...
-SPILL_INTERRUPTS = 64
-# ... or after this long without a spill, whatever its count.
+# A CPU's fast pool spills at a variant's count of interrupts (variant.toml's
+# spill_interrupts: 1024 in 6.1, 64 for the crng series' fast loads), or after this
+# long without a spill, whatever its count.
 FLUSH_INTERVAL_S = 1.0
 # jiffies granularity (HZ=250 in tinyconfig: 4 ms) plus timer latency, against
 # trace time stamps: a flush may be seen this much before the full second.

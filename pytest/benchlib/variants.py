@@ -51,6 +51,8 @@ class Variant:
     clone_trace: str = "clone-stock"
     # fixtures/trace-NAME for an image boot: getrandom() calls, waits, credits
     image_trace: str = "image-stock"
+    # Interrupts at which a CPU's fast pool spills before ready (None: no fast pool)
+    spill_interrupts: Optional[int] = None
 
     @property
     def ready_milestones(self) -> list[str]:
@@ -156,7 +158,19 @@ def load(name: str) -> Variant:
                    milestones=milestones, parent=data.get("parent"),  # type: ignore[arg-type]
                    also_ready=also_ready,
                    clone_trace=str(data.get("clone_trace", "clone-stock")),
-                   image_trace=str(data.get("image_trace", "image-stock")))
+                   image_trace=str(data.get("image_trace", "image-stock")),
+                   spill_interrupts=spill_interrupts(name, data))
+
+
+def spill_interrupts(name: str, data: dict[str, object]) -> Optional[int]:
+    """variant.toml's spill_interrupts: a positive whole number, or absent."""
+    value = data.get("spill_interrupts")
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise BadKernel(f"variant '{name}': spill_interrupts must be a positive whole "
+                        f"number, not {value!r}")
+    return value
 
 
 def all_names() -> list[str]:
