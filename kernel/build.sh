@@ -102,7 +102,11 @@ fingerprint=$( {
 	done
 	if [ -f "$here/patches/$variant/base" ]; then echo "base"; cat "$here/patches/$variant/base"; fi
 	for p in "${patches[@]}"; do cat "$p"; done
-	for f in "${fragments[@]}"; do echo "fragment ${f##*/}"; cat "$f"; done
+	# A fragment's options only: its comments (the reasons) do not change the kernel.
+	for f in "${fragments[@]}"; do
+		echo "fragment ${f##*/}"
+		grep -E '^(CONFIG_[A-Za-z0-9_]+=|# CONFIG_[A-Za-z0-9_]+ is not set$)' "$f" || true
+	done
 } | sha256sum | cut -d' ' -f1)
 if [ "$print_fingerprint" = yes ]; then echo "$fingerprint"; exit 0; fi
 

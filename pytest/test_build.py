@@ -83,6 +83,19 @@ def test_build_flavour_is_part_of_the_inputs() -> None:
         inputs_fingerprint(f"{VARIANT}+nosuch")
 
 
+def test_build_fingerprint_reads_a_fragments_options_not_its_comments() -> None:
+    """A comment (a reason) in a config fragment rebuilds nothing; an option, set or
+    'is not set', is an input."""
+    prints = []
+    with throwaway_variant({"series": "", "base": f"{BASE}\n"},
+                           fragment=f"{BASE_OPTION}\n") as (name, _out):
+        for fragment in (f"{BASE_OPTION}\n", f"# why: a reason\n\n{BASE_OPTION}\n",
+                         f"{BASE_OPTION}\n# CONFIG_RANDOM_TRUST_CPU is not set\n"):
+            (paths.KERNEL_DIR / "configs" / f"{name}.config").write_text(fragment)
+            prints.append(inputs_fingerprint(name))
+    assert prints[0] == prints[1] != prints[2], prints
+
+
 @contextlib.contextmanager
 def throwaway_variant(files: dict[str, str], fragment: str = "") -> Iterator[tuple[str, Path]]:
     """A variant that exists for one test: its kernel/patches/ files, an optional
