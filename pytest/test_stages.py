@@ -12,6 +12,7 @@ from typing import Optional
 import pytest
 
 from benchlib.errors import BootFailed
+from benchlib.kreports import reports, stalls
 from benchlib.stages import DEATH_LINE_WAIT_S, StageFollower, boot_stages
 
 NOISE = "bench noise: the quick brown fox jumps over the lazy dog 0123456789"
@@ -183,3 +184,23 @@ def test_stages_power_down_line_ends_the_boot_before_the_domain_is_gone() -> Non
     f.step()
     f.console("[    4.805946] reboot: Power down\r\n")
     assert f.step() and list(f.reached) == ALL_STAGES
+
+
+def test_stages_an_oops_by_its_die_header_ends_the_boot() -> None:
+    """x86's die() names an oops by its cause ('invalid opcode: 0000 [#1]', as a
+    Hyper-V guest's #UD in vmbus_setevent would print): a death like 'Oops:'."""
+    f = follower()
+    f.console(lines("Linux version 6.1.192 (gcc)",
+                    "[    1.0] invalid opcode: 0000 [#1] PREEMPT SMP"))
+    with pytest.raises(BootFailed, match=r"'invalid opcode: 0000 \[#1\] PREEMPT SMP' before"):
+        f.step()
+
+
+def test_stages_kernel_reports_and_stalls_are_told_apart() -> None:
+    """kreports: a die() header is an oops report (a boot fails on it); a soft lockup
+    or an RCU stall is a stall, which only a test that asks for progress judges."""
+    log = [(1.0, "invalid opcode: 0000 [#1] SMP"), (2.0, "random: crng init done"),
+           (3.0, "rcu: INFO: rcu_sched detected stalls on CPUs/tasks:"),
+           (4.0, "watchdog: BUG: soft lockup - CPU#0 stuck for 22s! [swapper/0:1]")]
+    assert reports(log) == ["oops: [1.000000] invalid opcode: 0000 [#1] SMP"]
+    assert stalls(log) == [f"[{t:.6f}] {text}" for t, text in log[2:]]

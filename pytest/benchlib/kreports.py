@@ -9,6 +9,9 @@ import re
 # goes on crippled (an oops, a BUG): on the console they end a boot at once
 # (benchlib/stages.py); in the kmsg dump they are reports of kind "oops" or "bug".
 FATAL_STARTS = ("Kernel panic - not syncing", "Oops: ", "general protection fault", "BUG: ")
+# x86's die() header, an oops whatever its cause: "invalid opcode: 0000 [#1] SMP",
+# "stack segment: 0000 [#1]" (its error code in 4 hex digits, the oops count).
+DIE_HEADER = r"[a-z][a-z ]*: [0-9a-f]{4} \[#\d+\]"
 
 
 def _starting(words: tuple[str, ...]) -> str:
@@ -26,7 +29,7 @@ REPORT_STARTS = {
                r"trying to register non-static key)",
     "debugobjects": r"^ODEBUG: ",
     "list": r"^list_(add|del) corruption",
-    "oops": _starting(FATAL_STARTS[:3]),
+    "oops": _starting(FATAL_STARTS[:3]) + "|^" + DIE_HEADER,
     "warn": r"^WARNING: CPU: \d+ PID: \d+ at ",
     "bug": _starting(FATAL_STARTS[3:]),
 }
@@ -47,6 +50,19 @@ def reports(messages: list[tuple[float, str]]) -> list[str]:
                 found.append(f"{kind}: [{time_s:.6f}] {text}")
                 break
     return found
+
+
+# What a kernel prints when a CPU or a task stopped making progress. Not a report of
+# a bug in itself (a guest starved by a loaded TCG host can print them), so no boot
+# fails on one; a test that must see progress (a restored guest) asks stalls().
+STALL_STARTS = (r"^watchdog: BUG: soft lockup", r"^watchdog: Watchdog detected hard LOCKUP",
+                r"^(rcu: )?INFO: rcu_\w+ detected stalls", r"^INFO: task \S+ blocked for more than")
+
+
+def stalls(messages: list[tuple[float, str]]) -> list[str]:
+    """Every stall warning's first line, as 'time text', in log order."""
+    return [f"[{time_s:.6f}] {text}" for time_s, text in messages
+            if any(re.search(regex, text) for regex in STALL_STARTS)]
 
 
 def missing_banners(messages: list[tuple[float, str]]) -> list[str]:

@@ -26,11 +26,12 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from .errors import BootFailed
-from .kreports import FATAL_STARTS
+from .kreports import DIE_HEADER, FATAL_STARTS
 
 # What ends a boot early, looked for in the console's text: a fatal report's
-# first words (benchlib/kreports.py) and the rest of its line.
-DEATH = re.compile("(?:" + "|".join(re.escape(w) for w in FATAL_STARTS) + r")[^\r\n]*")
+# first words or an oops's die() header (benchlib/kreports.py), and the rest of its line.
+DEATH = re.compile("(?:" + "|".join([*map(re.escape, FATAL_STARTS), DIE_HEADER])
+                   + r")[^\r\n]*")
 # How long a death string's line may take to be complete (its message is cut there).
 DEATH_LINE_WAIT_S = 1.0
 # How much of the console's text is kept for a kernel-message stage and for a
