@@ -15,7 +15,7 @@ import pytest
 from benchlib import paths, plan, variants
 from benchlib.errors import BadKernel
 from benchlib.defaults import GUEST_PARAMS
-from benchlib.guest import CLOSING_TASKS
+from benchlib.guest import CAPTURE_CMDLINE, CLOSING_TASKS
 from benchlib.kreports import FATAL_STARTS
 from benchlib.options import shared_options
 from benchlib.profiles import get_profile
@@ -118,3 +118,14 @@ def test_defaults_the_init_runs_the_closing_tasks_the_host_names() -> None:
                            initrd=paths.REPO, outdir=paths.REPO, trace="stock")
     assert "bench.closing=trace,modules,kmsg" in request.cmdline(with_modules=True)
     assert request.stage_tasks(with_modules=True)[-3:] == ["trace", "modules", "kmsg"]
+
+
+def test_defaults_a_capturing_boot_keeps_its_irq_lines() -> None:
+    """A boot that runs the entropy capture turns the kernel's spurious-IRQ check
+    off (guest.CAPTURE_CMDLINE: the check once disabled the data channel's line in
+    the middle of a capture); a boot that does not capture keeps it."""
+    def cmdline(tasks: list[str]) -> list[str]:
+        return plan.request(get_profile("tcg-quiet"), variant="stock", kernel=paths.REPO,
+                            initrd=paths.REPO, outdir=paths.REPO, tasks=tasks).cmdline().split()
+    assert CAPTURE_CMDLINE in cmdline(["probe", "until", "entropy_capture"])
+    assert CAPTURE_CMDLINE not in cmdline(["probe", "until"])
