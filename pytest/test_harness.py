@@ -364,6 +364,10 @@ def test_harness_report_gives_the_spills_that_made_ready(tmp_path: Path) -> None
     data = report_json.cell_json(cell, None, {})
     assert data["spills_to_ready"] == {"boots": 1, "of": 1, "by_trigger": {
         "threshold": 1, "flush": 0, "first_or_flush": 2, "early": 0}}
+    early = fake_record(tmp_path)
+    early.messages = [(0.5, "random: crng init done")]      # before the trace's first event
+    early.tasks["trace"] = record.tasks["trace"]
+    assert Cell("tcg-quiet", "stock", records=[early]).spill_causes() is None
     plain = Cell("tcg-quiet", "stock", records=[fake_record(tmp_path)])
     assert plain.spill_causes() is None
     assert report.SPILLS not in table([plain]).split("Legend:")[0]

@@ -88,12 +88,16 @@ def traced_until(record: BootRecord) -> Optional[float]:
 def spill_causes_to_ready(record: BootRecord) -> Optional[dict[str, int]]:
     """The fast-pool spills before ready, by what triggered each (spills.Spill.cause:
     the variant's spill_interrupts, the 1 s flush, a CPU's first spill in the
-    trace); None for a variant without a fast pool (lrng: no spill_interrupts) or a
-    trace without the spill event armed."""
+    trace); None for a variant without a fast pool (lrng: no spill_interrupts), a
+    trace without the spill event armed, or one that saw nothing before ready (the
+    kprobes are armed at fs_initcall: a crng ready earlier was made by spills the
+    trace could not see, which is not "none")."""
     threshold, events, ready = record.spec().spill_interrupts, trace_events(record), \
         ready_printk(record)
     if threshold is None or events is None or ready is None or "mix" not in armed_events(
             record.tasks[TRACE_TASK].sections()):
+        return None
+    if not any(e.t < ready for e in events):
         return None
     causes = dict.fromkeys(CAUSES, 0)
     for spill in spills(events):
