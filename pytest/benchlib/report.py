@@ -320,8 +320,9 @@ LEGEND_ITEMS: list[tuple[str, str]] = [
      "not met fails the cell; none: the profile has no budget"),
     (VERDICT, "ok, or the first reason the cell is not (report.txt gives the rest in its note "
      "[n]); a skipped cell names why and does not fail the run; '" + NOT_READY + "': the "
-     "probe watched the RNG stay not ready until the cap in a profile with no budget, a "
-     "finding (with the interrupts that came) that does not fail the run"),
+     "probe saw the RNG not ready to its timeout and no ready message came by the cap, in a "
+     "profile with no budget: a finding (with the interrupts that came) that does not fail "
+     "the run"),
 ]
 
 
