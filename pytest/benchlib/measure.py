@@ -61,21 +61,23 @@ def irqs_to_ready(record: BootRecord) -> Optional[IrqsToReady]:
     """Interrupts the RNG sampled before its ready milestone, from the trace
     (armed at fs_initcall: interrupts before it are not counted); None unless the
     interrupt event was armed, so that a count of 0 means none came."""
-    events, ready = trace_events(record), ready_printk(record)
-    if events is None or ready is None or IRQ_EVENT not in armed_events(
-            record.tasks[TRACE_TASK].sections()):
-        return None
-    before = [e for e in events if e.event == IRQ_EVENT and e.t < ready]
-    return IrqsToReady(len(before), len({e.cpu for e in before}))
+    ready = ready_printk(record)
+    return None if ready is None else _irqs(record, ready)
 
 
 def irqs_seen(record: BootRecord) -> Optional[IrqsToReady]:
     """Every interrupt the RNG sampled in the traced boot (for a boot never ready);
     None unless the interrupt event was armed."""
+    return _irqs(record, float("inf"))
+
+
+def _irqs(record: BootRecord, before: float) -> Optional[IrqsToReady]:
+    """Interrupts the trace saw before a printk time, and on how many CPUs; None
+    unless the trace is evidence and its interrupt event was armed."""
     events = trace_events(record)
     if events is None or IRQ_EVENT not in armed_events(record.tasks[TRACE_TASK].sections()):
         return None
-    seen = [e for e in events if e.event == IRQ_EVENT]
+    seen = [e for e in events if e.event == IRQ_EVENT and e.t < before]
     return IrqsToReady(len(seen), len({e.cpu for e in seen}))
 
 

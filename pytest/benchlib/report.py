@@ -152,7 +152,7 @@ class Cell:
 
     def finding(self) -> bool:
         """Whether the verdict is a measurement that does not fail the run."""
-        return not self.skipped and self.verdict().startswith(NOT_READY)
+        return self.status() == "not_ready"
 
     def shared(self) -> int:
         """Boots that ran beside another boot on their host."""
