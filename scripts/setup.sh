@@ -13,7 +13,7 @@ conf=${BENCH_QEMU_CONF:-/etc/libvirt/qemu.conf}
 log_dir=${BENCH_LIBVIRT_LOG_DIR:-/var/log/libvirt}
 
 packages=(
-	linux-source-6.1 build-essential bc bison flex libelf-dev libssl-dev cpio xz-utils kmod ccache
+	linux-source-6.1 build-essential bc bison flex libelf-dev libssl-dev cpio xz-utils lz4 kmod ccache
 	qemu-system-x86 seabios libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients virtinst
 	libxml2-utils python3-pytest python3-libvirt busybox-static gcc-multilib
 	python3-matplotlib chromium chromium-driver python3-selenium python3-pytest-xdist
