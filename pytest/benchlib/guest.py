@@ -32,8 +32,8 @@ from .modules import MODULES_TASK, ModuleTree, initrd_with_modules
 from .kreports import reports
 from .paths import DEFAULT_EMULATOR, FIXTURE_DIR, patched_qemu
 from .profiles import Profile, resize_memory
-from .record import (BootRecord, KmsgIncomplete, messages_from, parse_console, parse_data,
-                     read_text)
+from .record import (PACKED_START, BootRecord, ChannelCorrupt, KmsgIncomplete, messages_from,
+                     parse_console, parse_data, read_text, unpack_channel)
 
 # Always on the guest's command line: the kernel log on ttyS0 until the init takes
 # the console down to warnings (the kernel log reaches the host whole from
@@ -43,6 +43,9 @@ from .record import (BootRecord, KmsgIncomplete, messages_from, parse_console, p
 # enough that no record is overwritten before the dump (a lost one is an error).
 BASE_CMDLINE = ("console=ttyS0,115200 console=ttynull panic=-1 loglevel=7 "
                 "printk.devkmsg=on log_buf_len=4M")
+# Beside data.log when the guest sent packed blocks (the trace): the same channel
+# with each block's lines in its place, for a person to read.
+UNPACKED_LOG = "data.unpacked.log"
 # Slack above the probe's own timeout before a task counts as stalled.
 TASK_SLACK_S = 60
 # Per-CPU trace buffer for a trace set: spills, credits and reseeds fit many times.
@@ -485,7 +488,14 @@ def _judge(record: BootRecord, request: BootRequest, ready: Prepared, stage: str
     """The boot's data parsed into the record, and the verdict: the first error
     (the stages', then a kernel log not whole, modules not loaded, a kernel report)."""
     name, data_log, console_log = ready.name, ready.data_log, str(ready.console_log)
-    record.tasks, record.probe = parse_data(read_text(data_log))
+    text = read_text(data_log)
+    try:
+        record.tasks, record.probe = parse_data(text, str(data_log))
+        if PACKED_START in text:    # the log as a person reads it: blocks unpacked
+            (ready.outdir / UNPACKED_LOG).write_text(unpack_channel(text))
+    except ChannelCorrupt as exc:
+        record.tasks, record.probe = {}, []
+        error = error or BootFailed(f"guest {name}: {exc}", stage, console_log)
     try:
         record.messages = messages_from(record.tasks)
     except KmsgIncomplete as exc:

@@ -6,21 +6,37 @@ warnings and worse, and whatever the tests write as noise) and the data channel
 the whole kernel log as @@KMSG records from /dev/kmsg). Kernel messages are read
 from the kmsg records only: on the console a printk can land inside another line.
 A record missing by its sequence number is an error, never a silent gap.
+
+A long dump (the kprobe trace) comes packed: between "@@PACKED gzip base64" and
+"@@PACKED_END", the base64 of its gzip (fixtures/init's packed()). The UART moves
+about 100-200 KB a second under TCG, and a boot's trace is up to a megabyte of
+text; packed it is about a twelfth of that. unpack_channel() puts the lines back
+where the block was, so every parser below reads plain lines.
 """
 from __future__ import annotations
 
+import base64
+import binascii
 import re
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
 from . import variants
-from .errors import BadKernel
+from .errors import BadKernel, BenchError
 from .stages import MARKER_PREFIX
 from .variants import Variant
 
 PRINTK_LINE = re.compile(r"^\[\s*(\d+\.\d+)\] (.*)$")
 KMSG_TASK = "kmsg"
+PACKED_START, PACKED_END = "@@PACKED gzip base64", "@@PACKED_END"
+# zlib's wbits for a gzip stream (header and CRC checked).
+GZIP_WBITS = 16 + zlib.MAX_WBITS
+
+
+class ChannelCorrupt(BenchError):
+    """A packed block that ended but does not decode to a whole gzip stream."""
 
 
 class KmsgIncomplete(ValueError):
@@ -191,11 +207,51 @@ def parse_probe_line(line: str) -> dict[str, str]:
     return fields
 
 
-def parse_data(text: str) -> tuple[dict[str, TaskOutput], list[dict[str, str]]]:
+def _unpacked(encoded: list[str], ended: bool, where: str) -> list[str]:
+    """The lines of one packed block. A block that ended must be one whole gzip
+    stream; one the channel cut off (the guest died in it) gives what decodes."""
+    data = "".join(line.strip() for line in encoded)
+    stream = zlib.decompressobj(GZIP_WBITS)
+    try:
+        raw = base64.b64decode(data if ended else data[:len(data) // 4 * 4], validate=True)
+        text = stream.decompress(raw)
+    except (binascii.Error, zlib.error) as exc:
+        if not ended:
+            return []
+        raise ChannelCorrupt(f"a packed block {where} does not decode: {exc}") from None
+    if ended and not (stream.eof and not stream.unused_data):
+        raise ChannelCorrupt(f"a packed block {where} is not one whole gzip stream")
+    return text.decode(errors="replace").splitlines()
+
+
+def unpack_channel(text: str, source: str = "the data channel") -> str:
+    """The data channel with every packed block replaced by the lines it holds."""
+    out: list[str] = []
+    block: Optional[list[str]] = None
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.rstrip("\r")
+        if block is None and line == PACKED_START:
+            block, start = [], number
+        elif block is not None and line == PACKED_END:
+            out += _unpacked(block, True, f"at line {start} of {source}")
+            block = None
+        elif block is not None:
+            block.append(line)
+        else:
+            out.append(raw)
+    if block is not None:
+        out += _unpacked(block, False, f"at line {start} of {source}")
+    return "\n".join(out) + ("\n" if out else "")
+
+
+def parse_data(text: str, source: str = "the data channel"
+               ) -> tuple[dict[str, TaskOutput], list[dict[str, str]]]:
+    """The data channel's tasks and probe lines; ChannelCorrupt if a packed block
+    that ended does not decode."""
     tasks: dict[str, TaskOutput] = {}
     probe: list[dict[str, str]] = []
     current: Optional[TaskOutput] = None
-    for raw in text.splitlines():
+    for raw in unpack_channel(text, source).splitlines():
         line = raw.rstrip("\r")
         if line.startswith("@@BEGIN "):
             current = tasks[line.split()[1]] = TaskOutput(line.split()[1], None)
