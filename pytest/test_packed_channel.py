@@ -61,6 +61,19 @@ def test_packed_dump_unpacks_to_the_lines_sent(script: Path) -> None:
     assert tasks["trace"].sections()["trace"] == TRACE_LINES
 
 
+@pytest.mark.parametrize("script", [INIT, COLLECT], ids=["init", "collect"])
+def test_packed_dump_of_a_file_whose_size_is_not_its_length(script: Path) -> None:
+    """The guests redirect the trace file (tracefs) to packed(): a file whose size
+    is not what reading it gives, as /proc/cpuinfo here. GNU gzip (the image's)
+    warns on stderr about such a file, and the task's stderr is the channel."""
+    shell = init_shell() if script == INIT else ["bash"]
+    command = packed_function(script) + "packed < /proc/cpuinfo 2>&1"
+    sent = subprocess.run([*shell, "-c", command], capture_output=True, text=True,
+                          check=True).stdout
+    tasks, _ = parse_data(channel(sent))
+    assert tasks["trace"].sections()["trace"] == Path("/proc/cpuinfo").read_text().splitlines()
+
+
 def test_packed_dump_of_a_root_without_gzip_is_plain(tmp_path: Path) -> None:
     """An image team's root without gzip: the collector sends the trace as it is."""
     (tmp_path / "cat").symlink_to(shutil.which("cat") or "/bin/cat")
