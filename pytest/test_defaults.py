@@ -15,7 +15,8 @@ import pytest
 from benchlib import paths, plan, variants
 from benchlib.errors import BadKernel
 from benchlib.defaults import GUEST_PARAMS
-from benchlib.guest import CAPTURE_CMDLINE, CLOSING_TASKS
+from benchlib.guest import CLOSING_TASKS
+from benchlib.tasks import TASKS, needs
 from benchlib.kreports import FATAL_STARTS
 from benchlib.options import shared_options
 from benchlib.profiles import get_profile
@@ -122,10 +123,21 @@ def test_defaults_the_init_runs_the_closing_tasks_the_host_names() -> None:
 
 def test_defaults_a_capturing_boot_keeps_its_irq_lines() -> None:
     """A boot that runs the entropy capture turns the kernel's spurious-IRQ check
-    off (guest.CAPTURE_CMDLINE: the check once disabled the data channel's line in
-    the middle of a capture); a boot that does not capture keeps it."""
+    off (tasks.TASKS: the check once disabled the data channel's line in the
+    middle of a capture); a boot that does not capture keeps it."""
     def cmdline(tasks: list[str]) -> list[str]:
         return plan.request(get_profile("tcg-quiet"), variant="stock", kernel=paths.REPO,
                             initrd=paths.REPO, outdir=paths.REPO, tasks=tasks).cmdline().split()
-    assert CAPTURE_CMDLINE in cmdline(["probe", "until", "entropy_capture"])
-    assert CAPTURE_CMDLINE not in cmdline(["probe", "until"])
+    assert needs("entropy_capture").cmdline == "noirqdebug"
+    assert cmdline(["probe", "until", "entropy_capture"]).count("noirqdebug") == 1
+    assert "noirqdebug" not in cmdline(["probe", "until"])
+
+
+def test_defaults_every_task_the_host_describes_is_one_the_init_runs() -> None:
+    """tasks.TASKS names tasks of fixtures/init (a task_NAME function) and caps it
+    gives (a bench.* parameter the init reads, with its default in GUEST_PARAMS)."""
+    init = (paths.REPO / "fixtures" / "init").read_text()
+    for task in TASKS.values():
+        assert f"task_{task.name}() {{" in init, f"tasks.TASKS names '{task.name}': no such task"
+        if task.cap:
+            assert task.cap in GUEST_PARAMS and f"param {task.cap} " in init, task

@@ -23,7 +23,7 @@ import pytest
 from benchlib import hosts, paths, report
 from benchlib.errors import BenchError
 from benchlib.hosts import DEFAULT_URI, HostPool
-from benchlib.guest import SETTLED_STAGES
+from benchlib.tasks import SETTLED_STAGES
 from benchlib.record import BootRecord
 
 EXTRA_DAEMON = paths.REPO / "scripts" / "extra-libvirtd.sh"

@@ -25,6 +25,9 @@ from . import remote
 from .channels import Channels, wire
 from .defaults import GUEST_PARAMS, PROBE_TIMEOUT_S
 from .stages import INTERRUPTED, StageFollower, boot_stages
+# The stages from which a guest only waits, and those it runs alone among booting
+# guests: benchlib/tasks.py says which tasks, and why.
+from .tasks import CAPPED, EXCLUSIVE_STAGES, SETTLED_STAGES, cmdline_words
 from .errors import BadKernel, BenchError, BootFailed, NeedsKvm
 from .hosts import Host, Lease
 from .kernels import check_bzimage
@@ -56,22 +59,6 @@ FOLLOW_POLL_S = 0.1
 HEARTBEAT_S = 30
 # Tasks the init always runs last: the kernel log, whole.
 CLOSING_TASKS = ["kmsg"]
-# Tasks that run up to a cap of their own (a bench.* parameter, with the init's
-# default for it) rather than the probe's timeout: their deadline is that cap
-# plus TASK_SLACK_S (which also covers what the task does after its cap, such
-# as the entropy capture's sample dump).
-# The entropy capture raises serial interrupts on the data channel by the tens of
-# thousands a second; when the 8250 handler finds most of them already served
-# (IRQ_NONE), the kernel's spurious-interrupt check disables the line ("irq 3:
-# nobody cared ... Disabling IRQ #3": once in the 30 captures of a full default run
-# beside other boots, 2026-12-06) and the data channel falls silent. A boot that
-# captures turns that check off; nothing of the RNG depends on it.
-CAPTURE_CMDLINE = "noirqdebug"
-CAPTURE_TASK = "entropy_capture"
-CAPPED_TASKS: dict[str, str] = {
-    "until": "until_cap",
-    "entropy_capture": "entropy_cap",
-}
 
 
 # How deep trace sets may include each other ("include NAME" lines).
@@ -141,7 +128,7 @@ class BootRequest:
     def cmdline(self, with_modules: bool = False) -> str:
         # Every cap a task of this boot obeys is given, and the closing tasks in
         # their order, so the init's fallbacks never decide.
-        caps = {param: f"{GUEST_PARAMS[param]:g}" for task, param in CAPPED_TASKS.items()
+        caps = {param: f"{GUEST_PARAMS[param]:g}" for task, param in CAPPED.items()
                 if task in self.tasks}
         bench = {"tasks": ",".join(self.tasks), "variant": self.variant,
                  "timeout": f"{self.timeout_s:.0f}", **caps,
@@ -149,8 +136,7 @@ class BootRequest:
         words = [BASE_CMDLINE] + [f"bench.{k}={v}" for k, v in bench.items()]
         if self.trace:
             words.append(trace_cmdline(self.trace))
-        if CAPTURE_TASK in self.tasks:
-            words.append(CAPTURE_CMDLINE)
+        words += cmdline_words(self.tasks)
         if self.extra_cmdline:
             words.append(self.extra_cmdline)
         return " ".join(words)
@@ -169,7 +155,7 @@ class BootRequest:
     def task_deadlines(self) -> dict[str, float]:
         """Tasks that may legitimately take longer than the probe's limit."""
         return {task: float(self.params.get(param, GUEST_PARAMS[param])) + TASK_SLACK_S
-                for task, param in CAPPED_TASKS.items()}
+                for task, param in CAPPED.items()}
 
 
 def domain_type(accel: str) -> str:
@@ -191,22 +177,6 @@ def choose_emulator(profile: Profile, accel: str) -> Path:
     raise NeedsKvm(f"profile '{profile.name}' needs '{profile.requires}', which this host "
                    f"({accel.upper()}) does not provide")
 
-
-# The stages from which a guest only waits: the probe blocks in getrandom() until
-# the RNG is ready (or its timeout), the until task then waits for the variant's
-# final milestone (or its cap), and the guest idles. From the first of them on,
-# the next guest of its host may boot (hosts.Lease.booting); what follows (closing
-# tasks) runs beside that boot, and the report marks it shared. An LRNG guest in
-# a quiet profile spent its 60 s probe timeout holding the host when only until
-# settled it.
-SETTLED_STAGES = ("task:probe", "task:until")
-# Stages in which a guest measures its own interrupts' timing under noise it makes
-# (the entropy capture: about 10 s alone, CPU-bound; beside other boots on 2 cores
-# it got 59,000 of its 100,000 samples in its 300 s). On a host with more than one
-# slot such a guest is paused as the stage begins, takes the host's busy lock as a
-# booting guest does, and resumes: it runs beside waiting guests only, holding the
-# lock until its next stage.
-EXCLUSIVE_STAGES = ("task:entropy_capture",)
 
 # Every domain this process created, in order: a finalizer checks none survives.
 CREATED: list[str] = []

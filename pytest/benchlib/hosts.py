@@ -7,7 +7,7 @@ boot: `--jobs-per-host N` slots a host, each an exclusive lock on a file
 threads, pytest-xdist's workers, two runs side by side) shares the hosts without
 more than N boots on one at a time. Of a host's guests one boots at a time (the
 host's busy lock, held from the start of a boot until its guest only waits for
-the RNG: guest.SETTLED_STAGES); the others wait beside it. `--jobs-per-host auto`
+the RNG: tasks.SETTLED_STAGES); the others wait beside it. `--jobs-per-host auto`
 (make run's default) sizes the slots from the host (auto_jobs). A lock dies with
 its holder: a killed run leaves no slot taken.
 
