@@ -338,9 +338,9 @@ def test_harness_an_absence_counts_only_if_the_trace_could_see_it(tmp_path: Path
     armed and missed nothing; it is refused when the kprobe was not armed or missed
     hits (issue 23: absence checks never read the miss counts)."""
     crngcheck.assert_no_jitter(jitter_record(tmp_path))
-    with pytest.raises(AssertionError, match=r"\['jitter'\] were not armed"):
+    with pytest.raises(AssertionError, match=r"'jitter' never armed"):
         crngcheck.assert_no_jitter(jitter_record(tmp_path, armed=False))
-    with pytest.raises(AssertionError, match=r"kprobes \{'jitter': 3\} missed hits"):
+    with pytest.raises(AssertionError, match=r"'jitter' missed 3 hits"):
         crngcheck.assert_no_jitter(jitter_record(tmp_path, missed=3))
 
 

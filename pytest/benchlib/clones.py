@@ -35,7 +35,7 @@ from .guest import BootRequest
 from .profiles import Profile
 from .record import KmsgIncomplete, TaskOutput, messages_from, parse_data, read_text
 from .restore import RestoreFailed, SavedGuest, genid
-from .trace import TraceEvent, TraceIncomplete, armed_events, parse_trace
+from .trace import TraceEvent, TraceIncomplete, armed_events, kprobe_misses, parse_trace
 from .userkernel import KernelUnderTest
 
 CLONE_TASK = "clone"
@@ -177,11 +177,8 @@ def clone_view(name: str, prefix: str, own_log: Path) -> CloneView:
     else:
         sections = trace.sections()
         armed = armed_events(sections)
-        for line in sections.get("kprobe_profile", []):
-            words = line.split()
-            if len(words) == 3 and words[1].isdigit():
-                missed[words[0].split("/")[-1]] = int(words[2])
         try:
+            missed = kprobe_misses(sections)
             events = parse_trace(sections.get("trace", []))
         except TraceIncomplete as exc:
             problems.append(f"trace: {exc}")

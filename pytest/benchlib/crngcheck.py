@@ -11,7 +11,7 @@ from .crngstate import CrngState, parse_crng_state
 from .ordering import assert_nonblock_eagain_until_ready, blocking_return_time, ready_position
 from .record import BootRecord
 from .spills import Spill, credited_bits, first, spills
-from .trace import TRACE_TASK, TraceEvent, armed_events, kprobe_misses, trace_of
+from .trace import TRACE_TASK, TraceEvent, blind_spots, trace_of
 
 READY_STATE = 2
 RESEEDED_STATE = 3
@@ -104,15 +104,9 @@ def assert_blocking_returns_at_2(record: BootRecord) -> float:
 def assert_could_see(record: BootRecord, *names: str) -> None:
     """An event absent from the trace proves its absence only if its kprobe was
     armed and missed no hit (trace.kprobe_misses): else the check cannot judge."""
-    sections = record.finished_task(TRACE_TASK).sections()
-    unarmed = [n for n in names if n not in armed_events(sections)]
-    assert not unarmed, (f"kprobe events {unarmed} were not armed: their absence from the "
-                         f"trace proves nothing ({record.data_log})")
-    missed = {n: count for n, count in kprobe_misses(sections).items()
-              if n in names and count}
-    assert not missed, (f"kprobes {missed} missed hits (their handler ran while another's "
-                        f"did): an event absent from the trace may have happened "
-                        f"({record.data_log})")
+    blind = blind_spots(record.finished_task(TRACE_TASK).sections(), names)
+    assert not blind, (f"the trace could not see every event ({', '.join(blind)}): an event "
+                       f"absent from it may have happened ({record.data_log})")
 
 
 def fast_loads(events: list[TraceEvent]) -> list[Spill]:

@@ -25,7 +25,8 @@ from typing import Optional
 
 from .errors import BenchError
 from .record import BootRecord
-from .trace import TraceEvent, TraceIncomplete, armed_events, kprobe_misses, parse_trace
+from .trace import (TraceEvent, TraceIncomplete, armed_events, missed_hits, parse_trace,
+                    unarmed)
 
 FIRSTBOOT_TASK = "firstboot"
 TRACE_TASK = "trace"
@@ -327,13 +328,13 @@ def view(record: BootRecord, armed_set: list[str]) -> FirstBoot:
         raise TraceIncomplete(f"boot {record.name}: the trace task failed: "
                               f"{' '.join(trace.lines[-2:])}")
     sections = trace.sections()
-    armed = armed_events(sections)
-    unarmed = [e for e in armed_set if e not in armed]
-    if unarmed:
-        raise TraceIncomplete(f"boot {record.name}: trace events {', '.join(unarmed)} were "
-                              f"never armed (kprobe_events: {len(armed)} registered)")
-    missed = {e: n for e, n in kprobe_misses(sections).items() if n}
-    blind = {e: n for e, n in missed.items() if e in WAIT_EVENTS}
+    never = unarmed(sections, armed_set)
+    if never:
+        raise TraceIncomplete(f"boot {record.name}: trace events {', '.join(never)} were "
+                              f"never armed (kprobe_events: {len(armed_events(sections))} "
+                              "registered)")
+    missed = missed_hits(sections, armed_events(sections))
+    blind = missed_hits(sections, WAIT_EVENTS)
     if blind:
         raise TraceIncomplete(f"boot {record.name}: kprobes missed hits: {blind}")
     events = parse_trace(sections.get("trace", []))

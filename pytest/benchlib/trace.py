@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Iterable
 
 TRACE_TASK = "trace"
 EVENT_LINE = re.compile(r"^\s*(?P<comm>.*)-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s+\S+\s+"
@@ -81,6 +82,28 @@ ARMED_LINE = re.compile(r"^[pr]\d*:kprobes/(\w+) ")
 def armed_events(sections: dict[str, list[str]]) -> list[str]:
     """The kprobe events registered, from a task's kprobe_events section."""
     return [m.group(1) for m in map(ARMED_LINE.match, sections.get("kprobe_events", [])) if m]
+
+
+def unarmed(sections: dict[str, list[str]], names: Iterable[str]) -> list[str]:
+    """Those of the named kprobe events that were never registered."""
+    armed = armed_events(sections)
+    return [n for n in names if n not in armed]
+
+
+def missed_hits(sections: dict[str, list[str]], names: Iterable[str]) -> dict[str, int]:
+    """Those of the named kprobe events that missed hits (a handler ran while
+    another's did), with how many."""
+    wanted = set(names)
+    return {n: count for n, count in kprobe_misses(sections).items() if n in wanted and count}
+
+
+def blind_spots(sections: dict[str, list[str]], names: Iterable[str]) -> list[str]:
+    """Why the trace could not have seen every event of the named kprobes (never
+    armed, or hits missed), one reason each; empty when it could. An event absent
+    from the trace proves its absence only then."""
+    names = list(names)
+    return ([f"'{n}' never armed" for n in unarmed(sections, names)]
+            + [f"'{n}' missed {count} hits" for n, count in missed_hits(sections, names).items()])
 
 
 def trace_of(sections: dict[str, list[str]]) -> list[TraceEvent]:
