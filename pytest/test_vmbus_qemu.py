@@ -4,7 +4,10 @@ synic: a bare-metal guest with QEMU's hyperv-testdev checks message delivery, EO
 re-delivery of a message that found its slot busy, HvSignalEvent, synthetic timer 0
 in message mode, the reference TSC page against the time reference counter and a
 direct-mode timer's vector and period, and that all of it carries on after the
-running guest is saved to a file and restored in a new QEMU. reboot: SynIC resets with live VMBus routes.
+running guest is saved to a file and restored in a new QEMU; a vCPU hot-added there
+reads the partition's MSRs as VP 0 does and makes hypercalls; with hv-synic alone, an
+AutoEOI SINT still needs no APIC EOI after a save and restore. reboot: SynIC resets
+with live VMBus routes.
 Bad hv-* flag combinations are refused with one error line, not an abort.
 """
 from __future__ import annotations

@@ -41,6 +41,10 @@
 #     its own SynIC and not the BSP's, and HvPostMessage across vCPUs both ways;
 #     INIT again keeps its SynIC and timers; then it is unplugged (ACPI CPU
 #     hotplug registers, eject) with its timer running, and QEMU runs on;
+#   - a vCPU hot-added into the spare slot (the guest says "hot-add now", this
+#     script sends QMP device_add): it reads the partition's guest OS id, hypercall
+#     and reference TSC MSRs as VP 0 does, its VMCALL is a hypercall (not
+#     #UD) and its HvPostMessage reaches VP 0; then it is ejected too;
 #   - last, long mode and the 64-bit hypercall ABI (control in RCX, input in
 #     RDX): HvPostMessage, and HvSignalEvent as a fast call.
 #   The guest reports on COM1 and exits through isa-debug-exit.
@@ -99,64 +103,112 @@ mkdir -p "$work"
 qemu_base=("$qemu" -L /usr/share/seabios -L /usr/share/qemu -nic none -accel tcg
 	-display none -monitor none)
 
-test_synic() {
-	local src=$here/tests/synic-test elf=$work/synic-test.elf log=$work/synic-test.console
+# build_synic_test: $work/synic-test.elf from tests/synic-test/.
+build_synic_test() {
+	local src=$here/tests/synic-test
 	local cflags=(-m32 -ffreestanding -fno-pic -fno-pie -fno-stack-protector -nostdlib -O2
 		-Wall -Wextra -Wno-unused-parameter)
-	local rc=0
 
 	step "building the bare-metal SynIC test guest"
 	gcc "${cflags[@]}" -c "$src/boot.S" -o "$work/boot.o" \
 		&& gcc "${cflags[@]}" -c "$src/synic-test.c" -o "$work/synic-test.o" \
 		&& ld -m elf_i386 -T "$src/link.ld" -z noexecstack --no-warn-rwx-segments \
-			-o "$elf" "$work/boot.o" "$work/synic-test.o" \
-		|| die "building $elf failed (needs gcc with -m32 code generation and binutils)"
+			-o "$work/synic-test.elf" "$work/boot.o" "$work/synic-test.o" \
+		|| die "building $work/synic-test.elf failed (needs gcc with -m32 code generation and binutils)"
+}
 
-	local synic_args=(-no-reboot -M pc -smp 2 -m 64
-		-cpu qemu64,hv-vpindex,hv-synic,hv-time,hv-stimer,hv-stimer-direct,hv-runtime,+invtsc
-		-device hyperv-testdev -device isa-debug-exit,iobase=0xf4,iosize=4 -kernel "$elf")
-	local qmp=$work/synic-test.qmp state=$work/synic-test.vmstate
-	local restored_log=$work/synic-test-restored.console pid saved=no
+# run_saved_and_restored NAME QEMU-ARGS...: the guest runs until it says "save
+# now"; this QEMU is then migrated to a file and a second one restores it
+# (-incoming) with the fw_cfg file that tells the guest it runs there, and runs
+# to the guest's exit; when the guest asks there ("hot-add now"), a vCPU is
+# plugged in. Consoles: $work/NAME.console, $work/NAME-restored.console. Sets
+# saved and added (yes/no) and rc (the last QEMU's exit status).
+run_saved_and_restored() {
+	local name=$1 pid
+	shift
+	local qmp=$work/$name.qmp state=$work/$name.vmstate log=$work/$name.console
+	local restored_log=$work/$name-restored.console
 
-	# The guest says "save now" halfway: this QEMU is then migrated to a file
-	# and a second one restores it (-incoming) with the fw_cfg file that tells
-	# the guest it runs there; the rest of the test runs in the second QEMU.
-	step "running it (console: $log, after the restore: $restored_log)"
+	saved=no added=no rc=0
+	step "running $name (console: $log, after the restore: $restored_log)"
 	rm -f "$qmp" "$state" "$log" "$restored_log"
-	timeout -k "$kill_after_s" "$timeout_s" "${qemu_base[@]}" "${synic_args[@]}" \
-		-qmp "unix:$qmp,server=on,wait=off" -serial "file:$log" \
-		2>"$work/synic-test.stderr" &
+	timeout -k "$kill_after_s" "$timeout_s" "${qemu_base[@]}" "$@" \
+		-qmp "unix:$qmp,server=on,wait=off" -serial "file:$log" 2>"$work/$name.stderr" &
 	pid=$!
-	while kill -0 "$pid" 2>/dev/null && ! grep -qs 'SYNIC-TEST: save now' "$log"; do
-		sleep 0.2
-	done
-	if kill -0 "$pid" 2>/dev/null; then
+	if wait_for_line "$pid" 'SYNIC-TEST: save now' "$log"; then
 		step "saving the running guest to $state"
-		qmp_save "$qmp" "$state" >&2 && saved=yes
+		qmp "$qmp" save "$state" >&2 && saved=yes
 	fi
 	wait "$pid" || rc=$?
 	if [ "$saved" = yes ]; then
 		rc=0
 		step "restoring it in a new QEMU"
-		timeout -k "$kill_after_s" "$timeout_s" "${qemu_base[@]}" "${synic_args[@]}" \
+		rm -f "$qmp"
+		timeout -k "$kill_after_s" "$timeout_s" "${qemu_base[@]}" "$@" \
 			-fw_cfg name=opt/synic-test/restored,string=1 -incoming "exec:cat $state" \
-			-serial "file:$restored_log" 2>"$work/synic-test-restored.stderr" || rc=$?
+			-qmp "unix:$qmp,server=on,wait=off" -serial "file:$restored_log" \
+			2>"$work/$name-restored.stderr" &
+		pid=$!
+		if wait_for_line "$pid" 'SYNIC-TEST: hot-add now' "$restored_log"; then
+			step "hot-adding a vCPU"
+			qmp "$qmp" hot-add >&2 && added=yes
+		fi
+		wait "$pid" || rc=$?
 		sed -i 's/\r$//' "$restored_log"
 	fi
 	sed -i 's/\r$//' "$log"
 	cat "$log" "$restored_log" 2>/dev/null | grep 'SYNIC-TEST: \(ok\|FAIL\)' | sed 's/^/    /' || true
+}
+
+test_synic() {
+	local saved added rc
+	build_synic_test
+	# A spare vCPU slot (maxcpus=3) for the hot-add: QEMU 7.2's MTTCG never gives
+	# an unplugged vCPU's TCG context back, and a vCPU added in its slot aborts.
+	run_saved_and_restored synic-test -no-reboot -M pc -smp 2,maxcpus=3 -m 64 \
+		-cpu qemu64,hv-vpindex,hv-synic,hv-time,hv-stimer,hv-stimer-direct,hv-runtime,+invtsc \
+		-device hyperv-testdev -device isa-debug-exit,iobase=0xf4,iosize=4 \
+		-kernel "$work/synic-test.elf"
 	check "$(ok_if [ "$saved" = yes ])" "synic: the guest was saved while it ran (QMP migrate to a file)"
+	check "$(ok_if [ "$added" = yes ])" "synic: a vCPU was hot-added while it ran (QMP device_add)"
 	# isa-debug-exit: guest code 0 -> status 1
 	check "$(ok_if [ "$rc" = 1 ])" "synic: guest exited with its pass code (QEMU status $rc, want 1)"
-	check "$(ok_if grep -qs 'SYNIC-TEST: PASS' "$restored_log")" \
+	check "$(ok_if grep -qs 'SYNIC-TEST: PASS' "$work/synic-test-restored.console")" \
 		"synic: all guest checks passed, the last ones in the restored QEMU"
 }
 
-# qmp_save SOCKET FILE: migrate the running guest of the QEMU at the QMP
-# SOCKET to FILE (what virsh save does), then quit that QEMU. Exits 1 when the
-# migration fails or takes over a minute.
-qmp_save() {
-	/usr/bin/python3 - "$1" "$2" <<-'EOF'
+# test_synic_only: the SynIC without the timers (hv-synic alone, so no
+# cpu/hyperv_tcg migration subsection): a SINT with AutoEOI across save and
+# restore (the guest's synic_only_test()).
+test_synic_only() {
+	local saved added rc
+	build_synic_test
+	run_saved_and_restored synic-only -no-reboot -M pc -smp 1 -m 64 \
+		-cpu qemu64,hv-vpindex,hv-synic -fw_cfg name=opt/synic-test/synic-only,string=1 \
+		-device hyperv-testdev -device isa-debug-exit,iobase=0xf4,iosize=4 \
+		-kernel "$work/synic-test.elf"
+	check "$(ok_if [ "$saved" = yes ])" "synic-only: the guest was saved while it ran"
+	check "$(ok_if [ "$rc" = 1 ])" "synic-only: guest exited with its pass code (QEMU status $rc, want 1)"
+	check "$(ok_if grep -qs 'SYNIC-TEST: PASS' "$work/synic-only-restored.console")" \
+		"synic-only: all guest checks passed, the last ones in the restored QEMU"
+}
+
+# wait_for_line PID LINE LOG: wait while the QEMU of PID runs until LOG has LINE;
+# false if that QEMU ended first.
+wait_for_line() {
+	while kill -0 "$1" 2>/dev/null && ! grep -qs "$2" "$3"; do
+		sleep 0.2
+	done
+	kill -0 "$1" 2>/dev/null
+}
+
+# qmp SOCKET save FILE: migrate the running guest of the QEMU at the QMP SOCKET
+#   to FILE (what virsh save does), then quit that QEMU. Fails when the
+#   migration fails or takes over a minute.
+# qmp SOCKET hot-add: plug a vCPU into the last empty slot (device_add, what virsh
+#   setvcpus --live does), with the -cpu model's properties.
+qmp() {
+	/usr/bin/python3 - "$@" <<-'EOF'
 	import json, shlex, socket, sys, time
 
 	sock = socket.socket(socket.AF_UNIX)
@@ -170,20 +222,28 @@ qmp_save() {
 	    while True:  # skip events up to the reply
 	        reply = json.loads(stream.readline())
 	        if "error" in reply:
-	            sys.exit(f"qmp_save: {name}: {reply['error'].get('desc')}")
+	            sys.exit(f"qmp: {name}: {reply['error'].get('desc')}")
 	        if "return" in reply:
 	            return reply["return"]
 
 	json.loads(stream.readline())  # the greeting
 	command("qmp_capabilities")
-	command("migrate", uri="exec:cat > " + shlex.quote(sys.argv[2]))
+	if sys.argv[2] == "hot-add":
+	    empty = [c for c in command("query-hotpluggable-cpus") if "qom-path" not in c]
+	    if not empty:
+	        sys.exit("qmp: hot-add: no empty vCPU slot")
+	    # the last slot: one no vCPU ever had (an unplugged one's aborts under MTTCG)
+	    last = max(empty, key=lambda c: sorted(c["props"].items()))
+	    command("device_add", driver=last["type"], id="hot-added", **last["props"])
+	    sys.exit(0)
+	command("migrate", uri="exec:cat > " + shlex.quote(sys.argv[3]))
 	deadline = time.monotonic() + 60
 	while (status := command("query-migrate").get("status")) not in ("completed", "failed"):
 	    if time.monotonic() > deadline:
-	        sys.exit(f"qmp_save: migration still '{status}' after 60 s")
+	        sys.exit(f"qmp: migration still '{status}' after 60 s")
 	    time.sleep(0.1)
 	if status != "completed":
-	    sys.exit("qmp_save: migration failed")
+	    sys.exit("qmp: migration failed")
 	command("quit")
 	EOF
 }
@@ -329,10 +389,10 @@ test_reboot() {
 }
 
 case $what in
-synic) test_synic ;;
+synic) test_synic; test_synic_only ;;
 linux) test_linux message; test_linux direct ;;
 reboot) test_reboot ;;
-all) test_synic; test_linux message; test_linux direct; test_reboot ;;
+all) test_synic; test_synic_only; test_linux message; test_linux direct; test_reboot ;;
 esac
 
 echo "$passed passed, $failed failed"

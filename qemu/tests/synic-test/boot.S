@@ -121,6 +121,9 @@ ap_entry32:
  * It then returns to 32-bit code in compatibility mode and calls cont, which
  * never returns. Interrupts stay off: the IDT is a 32-bit one.
  */
+/* how many times HvPostMessage is tried while its answer is 0x13 */
+#define LM_POST_TRIES 10000000
+
     .code32
     .globl enter_long_mode
 enter_long_mode:
@@ -144,11 +147,21 @@ enter_long_mode:
     .code64
 lm64:
     mov %esp, %esp                  /* zero-extended into RSP */
-    mov $0x5c, %ecx                 /* HvPostMessage, slow */
+    /*
+     * HV_STATUS_INSUFFICIENT_BUFFERS (0x13): the connection's previous message
+     * is still being completed by QEMU's main loop; try again, as Linux does
+     */
+    mov $LM_POST_TRIES, %r9d
+1:  mov $0x5c, %ecx                 /* HvPostMessage, slow */
     mov %esi, %edx
     xor %r8d, %r8d
     vmcall
-    mov $lm_post_status, %ebx
+    cmp $0x13, %ax
+    jne 2f
+    pause
+    dec %r9d
+    jnz 1b
+2:  mov $lm_post_status, %ebx
     mov %rax, (%rbx)
     mov $0x1005d, %ecx              /* HvSignalEvent, fast */
     mov %ebp, %edx

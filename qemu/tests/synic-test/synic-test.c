@@ -12,8 +12,10 @@
  * synthetic timer 0 in message mode, the reference TSC page against the
  * time reference counter, synthetic timer 1 in direct mode (its period
  * and that it posts no message), a save and restore into a new QEMU
- * process with both timers running, a second vCPU, and long mode. Output
- * goes to COM1; the result is the QEMU exit status (1: pass, 3: fail).
+ * process with both timers running, a second vCPU (unplugged, then a new
+ * one hot-added in its place: the partition's MSRs and hypercalls there),
+ * and long mode. Output goes to COM1; the result is the QEMU exit status
+ * (1: pass, 3: fail).
  */
 #include <stdint.h>
 
@@ -51,6 +53,11 @@
 
 /* how long the guest waits to be saved and restored: 60 s of reference time */
 #define SAVE_RESTORE_WAIT   600000000ull
+/* how long it waits for the script to hot-add a vCPU: 60 s of reference time */
+#define HOT_ADD_WAIT        600000000ull
+/* the AP's APIC ID and CPU hotplug selector; the hot-added vCPU's (-smp 2,maxcpus=3) */
+#define AP_CPU              1
+#define HOT_CPU             2
 #define MSG_SINT        2
 #define EVT_SINT        3
 #define TIMER_SINT      4
@@ -339,6 +346,42 @@ static uint16_t post_message(uint32_t type, char fill)
 }
 
 /*
+ * Without hv-time there is no reference counter to time waits by: these wait
+ * for a count or a flag up to TSC_WAIT cycles of the guest's TSC (seconds at
+ * the rates TCG gives it).
+ */
+#define TSC_WAIT            20000000000ull
+
+/*
+ * HvPostMessage of one message to MSG_CONN from an input page, tried again up
+ * to TSC_WAIT cycles while the answer is 0x13 (HV_STATUS_INSUFFICIENT_BUFFERS:
+ * QEMU's main loop has not completed the connection's previous message yet).
+ * post_message() times the same by the reference counter, which a vCPU
+ * without hv-time lacks.
+ */
+static uint16_t post_message_tsc(uint32_t page, uint32_t type, char fill)
+{
+    uint64_t end = rdtsc() + TSC_WAIT;
+    uint16_t status;
+
+    post_input(page, MSG_CONN, type, fill);
+    do {
+        status = hypercall(0x005c, page, 0) & 0xffff;
+    } while (status == 0x13 && rdtsc() < end);
+    return status;
+}
+
+static int wait_count_tsc(volatile uint32_t *p, uint32_t want)
+{
+    uint64_t end = rdtsc() + TSC_WAIT;
+
+    while (*p < want && rdtsc() < end) {
+        __asm__ volatile("pause");
+    }
+    return *p >= want;
+}
+
+/*
  * QEMU's firmware configuration device (fw_cfg, I/O ports): the QEMU that
  * restores the guest in the save/restore check is started with one file
  * more than the one that saved it, and that file tells the guest it now
@@ -351,6 +394,8 @@ static uint16_t post_message(uint32_t type, char fill)
 #define FW_CFG_NAME_LEN     56      /* an entry: size, select, reserved, name */
 #define FW_CFG_MAX_FILES    256     /* more is a garbled read, not a directory */
 #define RESTORED_FILE       "opt/synic-test/restored"
+/* the SynIC-only run (hv-synic without hv-time or hv-stimer): synic_only_test() */
+#define SYNIC_ONLY_FILE     "opt/synic-test/synic-only"
 
 static uint32_t fw_cfg_read_be32(void)
 {
@@ -397,6 +442,13 @@ static volatile uint32_t ap_post_request, ap_post_status = 0xffffffff;
 /* what the AP read of its own Hyper-V MSRs when it was started again (INIT) */
 static volatile uint32_t ap_restarted;
 static volatile uint64_t ap_init_simp, ap_init_scontrol, ap_init_sint4, ap_init_stimer0;
+/*
+ * A vCPU hot-added into the spare slot after the AP was ejected: what it read of the
+ * partition's MSRs, the fault its VMCALL took (0: none), its HvPostMessage's status
+ */
+static volatile uint32_t ap_hot_added, ap_hot_started, ap_hot_vmcall_fault;
+static volatile uint32_t ap_hot_post_status = 0xffffffff;
+static volatile uint64_t ap_hot_os_id, ap_hot_hypercall, ap_hot_reftsc;
 
 static uint32_t this_apic_id(void)
 {
@@ -689,6 +741,20 @@ void ap_main(void);
 void ap_main(void)
 {
     load_idt_and_apic();
+    if (ap_hot_added) {
+        /* a new vCPU: the partition's MSRs are the ones VP 0 set long ago */
+        ap_hot_os_id = rdmsr(HV_X64_MSR_GUEST_OS_ID);
+        ap_hot_hypercall = rdmsr(HV_X64_MSR_HYPERCALL);
+        ap_hot_reftsc = rdmsr(HV_X64_MSR_REFERENCE_TSC);
+        ap_hot_vmcall_fault = vmcall_fault(0x0099);
+        if (!ap_hot_vmcall_fault) {
+            ap_hot_post_status = post_message_tsc(AP_INPUT_PAGE, 0x1242, 'H');
+        }
+        ap_hot_started = 1;
+        for (;;) {
+            __asm__ volatile("pause");
+        }
+    }
     if (ap_started) {
         /* INIT-SIPI again: the SynIC and the timer must have been kept */
         ap_init_simp = rdmsr(HV_X64_MSR_SIMP);
@@ -739,13 +805,20 @@ void ap_main(void)
 #define CPUHP_PRESENT       1
 #define CPUHP_EJECT         8
 
-/* eject the AP (CPU 1): 1 if it was there before and is gone after */
-static int eject_ap(void)
+/* whether a CPU is present, as the ACPI CPU hotplug registers say */
+static int cpu_present(uint32_t cpu)
+{
+    outl(CPUHP_PORT + CPUHP_SELECTOR, cpu);
+    return inb(CPUHP_PORT + CPUHP_FLAGS) & CPUHP_PRESENT;
+}
+
+/* eject an AP: 1 if it was there before and is gone after */
+static int eject_ap(uint32_t cpu)
 {
     int present;
 
     outb(CPUHP_PORT, 0);
-    outl(CPUHP_PORT + CPUHP_SELECTOR, 1);
+    outl(CPUHP_PORT + CPUHP_SELECTOR, cpu);
     present = inb(CPUHP_PORT + CPUHP_FLAGS) & CPUHP_PRESENT;
     outb(CPUHP_PORT + CPUHP_FLAGS, CPUHP_EJECT);
     return present && !(inb(CPUHP_PORT + CPUHP_FLAGS) & CPUHP_PRESENT);
@@ -753,8 +826,8 @@ static int eject_ap(void)
 
 extern char ap_tramp_start[], ap_tramp_end[];
 
-/* INIT, then two SIPIs, to APIC 1: it starts at AP_TRAMPOLINE in real mode */
-static void start_ap(void)
+/* INIT, then two SIPIs, to an AP: it starts at AP_TRAMPOLINE in real mode */
+static void start_ap(uint32_t apic_id)
 {
     volatile uint32_t *icr_lo = (volatile uint32_t *)(APIC_BASE + 0x300);
     volatile uint32_t *icr_hi = (volatile uint32_t *)(APIC_BASE + 0x310);
@@ -766,13 +839,13 @@ static void start_ap(void)
     for (src = ap_tramp_start; src < ap_tramp_end; src++) {
         *dst++ = *src;
     }
-    *icr_hi = 1u << 24;
+    *icr_hi = apic_id << 24;
     *icr_lo = 0x4500;                           /* INIT, assert */
     for (t = ref_time() + 100000; ref_time() < t;) {
         __asm__ volatile("pause");
     }
     for (i = 0; i < 2; i++) {
-        *icr_hi = 1u << 24;
+        *icr_hi = apic_id << 24;
         *icr_lo = 0x4600 | (AP_TRAMPOLINE >> 12);   /* SIPI */
         for (t = ref_time() + 10000; ref_time() < t;) {
             __asm__ volatile("pause");
@@ -781,6 +854,69 @@ static void start_ap(void)
 }
 
 static void long_mode_test(void);
+static void finish(void);
+
+/*
+ * The SynIC alone (-cpu ...,hv-vpindex,hv-synic; SYNIC_ONLY_FILE in fw_cfg),
+ * so that the timers' migration subsection (cpu/hyperv_tcg) is not sent: a
+ * SINT with AutoEOI across save and restore. The handler does not EOI the
+ * local APIC for MSG_VECTOR; in the restored QEMU two messages in a row must
+ * both interrupt, which they do only if the APIC still EOIs that vector as
+ * it accepts it (its auto-EOI vectors are rebuilt from the loaded SINTs).
+ */
+static void synic_only_test(void)
+{
+    volatile struct hv_message *m = &msg_page[MSG_SINT];
+    uint32_t a, b, c, d, i;
+    uint64_t end;
+
+    cpuid(0x40000003, &a, &b, &c, &d);
+    check((a & 0x64) == 0x64 && !(a & 0x0a), "synic-only: CPUID 0x40000003.EAX: "
+          "hypercall, VP index, SynIC; no reference counter, no timers");
+    wrmsr(HV_X64_MSR_GUEST_OS_ID, 0x8100000000000000ull);
+    wrmsr(HV_X64_MSR_HYPERCALL, HYPERCALL_PAGE | 1);
+    wrmsr(HV_X64_MSR_SIMP, SIMP_PAGE | 1);
+    wrmsr(HV_X64_MSR_SIEFP, SIEFP_PAGE | 1);
+    wrmsr(HV_X64_MSR_SINT0 + MSG_SINT, MSG_VECTOR | 1 << 17);   /* AutoEOI */
+    wrmsr(HV_X64_MSR_SCONTROL, 1);
+    setup_interrupts();
+    outl(TESTDEV_PORT, MSG_CONN << 24 | TESTDEV_MSG_CONN_CREATE << 16 |
+         0 << 8 | MSG_SINT);
+    no_apic_eoi_vector = MSG_VECTOR;
+
+    a = irq_count[MSG_VECTOR];
+    check(post_message_tsc(INPUT_PAGE, 0x1250, 'S') == 0 &&
+          wait_count_tsc(&irq_count[MSG_VECTOR], a + 1),
+          "synic-only: an AutoEOI SINT's message interrupts before the save");
+    m->type = 0;
+    wrmsr(HV_X64_MSR_EOM, 0);
+
+    puts_serial("SYNIC-TEST: save now\n");
+    for (end = rdtsc() + 30 * TSC_WAIT; !fw_cfg_has_file(RESTORED_FILE) && rdtsc() < end;) {
+        for (i = 0; i < 100000; i++) {
+            __asm__ volatile("pause");
+        }
+    }
+    check(fw_cfg_has_file(RESTORED_FILE), "synic-only: the guest runs on in "
+          "the restoring QEMU");
+    check(rdmsr(HV_X64_MSR_SINT0 + MSG_SINT) == (MSG_VECTOR | 1 << 17),
+          "synic-only: the AutoEOI SINT reads as it was saved");
+    /* hyperv-testdev keeps no migrated state: connect again */
+    outl(TESTDEV_PORT, MSG_CONN << 24 | TESTDEV_MSG_CONN_CREATE << 16 |
+         0 << 8 | MSG_SINT);
+    a = irq_count[MSG_VECTOR];
+    check(post_message_tsc(INPUT_PAGE, 0x1251, 'T') == 0 &&
+          wait_count_tsc(&irq_count[MSG_VECTOR], a + 1),
+          "synic-only: after the restore, a message interrupts");
+    m->type = 0;
+    wrmsr(HV_X64_MSR_EOM, 0);
+    check(post_message_tsc(INPUT_PAGE, 0x1252, 'U') == 0 &&
+          wait_count_tsc(&irq_count[MSG_VECTOR], a + 2),
+          "synic-only: after the restore, the next one interrupts too, with no "
+          "APIC EOI for the first (AutoEOI kept)");
+    no_apic_eoi_vector = 0;
+    finish();
+}
 
 void main(void);
 void main(void)
@@ -791,6 +927,9 @@ void main(void)
     uint64_t t, t0, t1, status;
 
     puts_serial("SYNIC-TEST: start\n");
+    if (fw_cfg_has_file(SYNIC_ONLY_FILE)) {
+        synic_only_test();
+    }
 
     /* CPUID */
     cpuid(0x40000000, &a, &b, &c, &d);
@@ -1207,7 +1346,7 @@ void main(void)
      * SynIC (none on the BSP's), and messages posted across vCPUs both ways.
      */
     a = timer_msgs;
-    start_ap();
+    start_ap(AP_CPU);
     check(wait_count(&ap_started, 1) && ap_vp_index == 1,
           "AP started, VP index 1");
     check(wait_count(&ap_timer_msgs, 20), "AP: its own stimer0 delivers 20 "
@@ -1231,7 +1370,7 @@ void main(void)
     wrmsr(HV_X64_MSR_EOM, 0);
 
     /* INIT resets the AP's architectural state, not its SynIC or timers */
-    start_ap();
+    start_ap(AP_CPU);
     check(wait_count(&ap_restarted, 1) && ap_init_simp == (AP_SIMP_PAGE | 1) &&
           ap_init_scontrol == 1 && ap_init_sint4 == TIMER_VECTOR &&
           ap_init_stimer0 == ((uint64_t)TIMER_SINT << 16 | 2 | 1),
@@ -1249,10 +1388,51 @@ void main(void)
      * timer firing on an object it never frees: a leak, not seen here. A
      * timer freed while armed crashes QEMU within this wait.)
      */
-    check(eject_ap(), "AP ejected through the ACPI CPU hotplug registers, its "
+    check(eject_ap(AP_CPU), "AP ejected through the ACPI CPU hotplug registers, its "
           "timer running");
     for (t = ref_time() + 1000000; ref_time() < t;) {
         __asm__ volatile("pause");
+    }
+
+    /*
+     * Hot-add: once the guest asks, the test script plugs a new vCPU into
+     * the spare slot (-smp 2,maxcpus=3; QMP device_add). The partition's
+     * MSRs, which VP 0 set at the start (guest OS id, hypercall page,
+     * reference TSC page), read the same on it, VMCALL is a hypercall there
+     * (not #UD) and its HvPostMessage reaches VP 0. (Not in the unplugged
+     * AP's slot: QEMU 7.2's MTTCG gives each vCPU thread a TCG context of
+     * its own, up to maxcpus, and never takes one back.)
+     */
+    puts_serial("SYNIC-TEST: hot-add now\n");
+    for (t = ref_time() + HOT_ADD_WAIT; !cpu_present(HOT_CPU) && ref_time() < t;) {
+        __asm__ volatile("pause");
+    }
+    check(cpu_present(HOT_CPU), "hot-add: a new vCPU appears in the spare slot "
+          "(ACPI CPU hotplug registers)");
+    if (cpu_present(HOT_CPU)) {
+        a = irq_count[MSG_VECTOR];
+        ap_hot_added = 1;
+        start_ap(HOT_CPU);
+        check(wait_count(&ap_hot_started, 1), "hot-add: the new vCPU starts");
+        check(ap_hot_os_id == rdmsr(HV_X64_MSR_GUEST_OS_ID) &&
+              ap_hot_hypercall == rdmsr(HV_X64_MSR_HYPERCALL) &&
+              ap_hot_reftsc == rdmsr(HV_X64_MSR_REFERENCE_TSC) && ap_hot_os_id &&
+              (ap_hot_hypercall & 1) && (ap_hot_reftsc & 1),
+              "hot-add: the new vCPU reads the partition's guest OS id, "
+              "hypercall and reference TSC MSRs as VP 0 does");
+        if (ap_hot_os_id != rdmsr(HV_X64_MSR_GUEST_OS_ID)) {
+            puts_serial("SYNIC-TEST: the new vCPU read GUEST_OS_ID ");
+            puthex(ap_hot_os_id);
+            puts_serial("\n");
+        }
+        check(ap_hot_vmcall_fault == 0, "hot-add: VMCALL on the new vCPU is a "
+              "hypercall, not #UD");
+        check(wait_count(&irq_count[MSG_VECTOR], a + 1) && m->type == 0x1242 &&
+              ap_hot_post_status == 0, "hot-add: HvPostMessage on the new vCPU "
+              "reaches VP 0's SINT2 slot");
+        m->type = 0;
+        wrmsr(HV_X64_MSR_EOM, 0);
+        check(eject_ap(HOT_CPU), "hot-add: the new vCPU ejected again");
     }
 
     /* last, as it does not come back to protected mode */
@@ -1288,6 +1468,13 @@ static void long_mode_checks(void)
     check((lm_post_status & 0xffff) == 0 && m->type == LM_MESSAGE_TYPE &&
           m->payload[0] == 'L', "64-bit ABI (RCX control, RDX input GPA): "
           "HvPostMessage succeeds and the message is in the SINT2 slot");
+    if ((lm_post_status & 0xffff) != 0 || m->type != LM_MESSAGE_TYPE) {
+        puts_serial("SYNIC-TEST: HvPostMessage status ");
+        puthex(lm_post_status);
+        puts_serial(", SINT2 slot type ");
+        puthex(m->type);
+        puts_serial("\n");
+    }
     deadline = ref_time() + 20000000;
     while (!(evt_page[EVT_SINT * 64] & (1u << EVT_CONN)) && ref_time() < deadline) {
         __asm__ volatile("pause");
