@@ -856,6 +856,21 @@ static void start_ap(uint32_t apic_id)
 static void long_mode_test(void);
 static void finish(void);
 
+/* hyperv-testdev's connection MSG_CONN to VP 0's SINT2; the SINT2 count so far */
+static uint32_t synic_only_connect(void)
+{
+    outl(TESTDEV_PORT, MSG_CONN << 24 | TESTDEV_MSG_CONN_CREATE << 16 |
+         0 << 8 | MSG_SINT);
+    return irq_count[MSG_VECTOR];
+}
+
+/* post a message and wait for SINT2's interrupt count to reach `want` */
+static int synic_only_post(uint32_t type, char fill, uint32_t want)
+{
+    return post_message_tsc(INPUT_PAGE, type, fill) == 0 &&
+        wait_count_tsc(&irq_count[MSG_VECTOR], want);
+}
+
 /*
  * The SynIC alone (-cpu ...,hv-vpindex,hv-synic; SYNIC_ONLY_FILE in fw_cfg),
  * so that the timers' migration subsection (cpu/hyperv_tcg) is not sent: a
@@ -880,14 +895,10 @@ static void synic_only_test(void)
     wrmsr(HV_X64_MSR_SINT0 + MSG_SINT, MSG_VECTOR | 1 << 17);   /* AutoEOI */
     wrmsr(HV_X64_MSR_SCONTROL, 1);
     setup_interrupts();
-    outl(TESTDEV_PORT, MSG_CONN << 24 | TESTDEV_MSG_CONN_CREATE << 16 |
-         0 << 8 | MSG_SINT);
     no_apic_eoi_vector = MSG_VECTOR;
-
-    a = irq_count[MSG_VECTOR];
-    check(post_message_tsc(INPUT_PAGE, 0x1250, 'S') == 0 &&
-          wait_count_tsc(&irq_count[MSG_VECTOR], a + 1),
-          "synic-only: an AutoEOI SINT's message interrupts before the save");
+    a = synic_only_connect();
+    check(synic_only_post(0x1250, 'S', a + 1), "synic-only: an AutoEOI SINT's "
+          "message interrupts before the save");
     m->type = 0;
     wrmsr(HV_X64_MSR_EOM, 0);
 
@@ -902,16 +913,12 @@ static void synic_only_test(void)
     check(rdmsr(HV_X64_MSR_SINT0 + MSG_SINT) == (MSG_VECTOR | 1 << 17),
           "synic-only: the AutoEOI SINT reads as it was saved");
     /* hyperv-testdev keeps no migrated state: connect again */
-    outl(TESTDEV_PORT, MSG_CONN << 24 | TESTDEV_MSG_CONN_CREATE << 16 |
-         0 << 8 | MSG_SINT);
-    a = irq_count[MSG_VECTOR];
-    check(post_message_tsc(INPUT_PAGE, 0x1251, 'T') == 0 &&
-          wait_count_tsc(&irq_count[MSG_VECTOR], a + 1),
-          "synic-only: after the restore, a message interrupts");
+    a = synic_only_connect();
+    check(synic_only_post(0x1251, 'T', a + 1), "synic-only: after the restore, "
+          "a message interrupts");
     m->type = 0;
     wrmsr(HV_X64_MSR_EOM, 0);
-    check(post_message_tsc(INPUT_PAGE, 0x1252, 'U') == 0 &&
-          wait_count_tsc(&irq_count[MSG_VECTOR], a + 2),
+    check(synic_only_post(0x1252, 'U', a + 2),
           "synic-only: after the restore, the next one interrupts too, with no "
           "APIC EOI for the first (AutoEOI kept)");
     no_apic_eoi_vector = 0;
