@@ -24,6 +24,9 @@ pytestmark = pytest.mark.vmbus
 
 # The reboot loop stops after 3 boots; this caps it on a loaded host.
 REBOOT_WINDOW_S = 180
+# A whole case of the script: "synic" runs four QEMUs of up to 130 s each (the
+# script's own timeout), "reboot" its window.
+SELFTEST_TIMEOUT_S = 900
 
 
 # The bare-metal case needs no kernel; the Linux boots (message and direct-mode
@@ -40,13 +43,21 @@ def test_vmbus_patched_qemu_selftest(what: str, run_dir, request) -> None:
     qemu = paths.patched_qemu()
     if not qemu.is_file():
         pytest.fail(f"the patched QEMU '{qemu}' is not built: run 'make qemu'")
-    result = subprocess.run([str(paths.REPO / "qemu" / "test-hyperv-tcg.sh"), what],
-                            capture_output=True, text=True, timeout=600,
-                            env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "QEMU": str(qemu),
-                                 "KERNEL": str(paths.kernel_image(kernel_variant or "stock")),
-                                 "BUILD_DIR": str(paths.BUILD_DIR),
-                                 "REBOOT_WINDOW": str(REBOOT_WINDOW_S)})
-    (run_dir / f"qemu-selftest-{what}.log").write_text(result.stdout + result.stderr)
+    log = run_dir / f"qemu-selftest-{what}.log"
+    try:
+        result = subprocess.run([str(paths.REPO / "qemu" / "test-hyperv-tcg.sh"), what],
+                                capture_output=True, text=True, timeout=SELFTEST_TIMEOUT_S,
+                                env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "QEMU": str(qemu),
+                                     "KERNEL": str(paths.kernel_image(kernel_variant or "stock")),
+                                     "BUILD_DIR": str(paths.BUILD_DIR),
+                                     "REBOOT_WINDOW": str(REBOOT_WINDOW_S)})
+    except subprocess.TimeoutExpired as exc:
+        said = "".join(part.decode(errors="replace") if isinstance(part, bytes) else part or ""
+                       for part in (exc.stdout, exc.stderr))
+        log.write_text(said)
+        pytest.fail(f"qemu/test-hyperv-tcg.sh {what} still ran after {SELFTEST_TIMEOUT_S} s "
+                    f"(what it said: {log}):\n" + "\n".join(said.splitlines()[-10:]))
+    log.write_text(result.stdout + result.stderr)
     failed = [line for line in result.stdout.splitlines() if line.startswith("FAIL")]
     assert result.returncode == 0 and not failed, \
         "\n".join(failed or result.stdout.splitlines()[-10:] + result.stderr.splitlines()[-5:])

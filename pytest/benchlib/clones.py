@@ -162,12 +162,13 @@ def clone_view(name: str, prefix: str, own_log: Path) -> CloneView:
     own = read_text(own_log)
     whole_log = own_log.with_name("whole-data.log")
     whole_log.write_text(prefix + own)
-    tasks, _ = parse_data(prefix + own)
-    problems = []
+    problems: list[str] = []
+    tasks, _ = parse_data(prefix + own, str(whole_log), problems)
     try:
         messages = messages_from(tasks)
     except KmsgIncomplete as exc:
-        messages, problems = [], [f"kernel log: {exc}"]
+        messages = []
+        problems.append(f"kernel log: {exc}")
     events: list[TraceEvent] = []
     armed: list[str] = []
     missed: dict[str, int] = {}
@@ -179,6 +180,9 @@ def clone_view(name: str, prefix: str, own_log: Path) -> CloneView:
         armed = armed_events(sections)
         try:
             missed = kprobe_misses(sections)
+        except TraceIncomplete as exc:
+            problems.append(f"trace: {exc}")
+        try:
             events = parse_trace(sections.get("trace", []))
         except TraceIncomplete as exc:
             problems.append(f"trace: {exc}")

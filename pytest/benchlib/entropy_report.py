@@ -321,7 +321,9 @@ def record_from(boot_dir: Path) -> Optional[BootRecord]:
                         kernel=meta.get("kernel", ""), accel=meta.get("accel", ""),
                         cmdline=meta.get("cmdline", ""), console_log=boot_dir / "console.log",
                         data_log=boot_dir / "data.log")
-    record.tasks, record.probe = parse_data(read_text(record.data_log))
+    # A packed block that did not decode failed the boot when it ran; its other
+    # tasks are still read here.
+    record.tasks, record.probe = parse_data(read_text(record.data_log), str(record.data_log), [])
     try:
         record.messages = messages_from(record.tasks)
     except KmsgIncomplete:

@@ -35,8 +35,8 @@ from .modules import MODULES_TASK, ModuleTree, initrd_with_modules
 from .kreports import reports
 from .paths import DEFAULT_EMULATOR, FIXTURE_DIR, patched_qemu
 from .profiles import Profile, resize_memory
-from .record import (PACKED_START, BootRecord, ChannelCorrupt, KmsgIncomplete, messages_from,
-                     parse_console, parse_data, read_text, unpack_channel)
+from .record import (PACKED_START, BootRecord, KmsgIncomplete, messages_from, parse_console,
+                     parse_plain, read_text, unpack_channel)
 
 # Always on the guest's command line: the kernel log on ttyS0 until the init takes
 # the console down to warnings (the kernel log reaches the host whole from
@@ -459,13 +459,13 @@ def _judge(record: BootRecord, request: BootRequest, ready: Prepared, stage: str
     (the stages', then a kernel log not whole, modules not loaded, a kernel report)."""
     name, data_log, console_log = ready.name, ready.data_log, str(ready.console_log)
     text = read_text(data_log)
-    try:
-        record.tasks, record.probe = parse_data(text, str(data_log))
-        if PACKED_START in text:    # the log as a person reads it: blocks unpacked
-            (ready.outdir / UNPACKED_LOG).write_text(unpack_channel(text))
-    except ChannelCorrupt as exc:
-        record.tasks, record.probe = {}, []
-        error = error or BootFailed(f"guest {name}: {exc}", stage, console_log)
+    corrupt: list[str] = []         # a packed block that did not decode fails the boot
+    unpacked = unpack_channel(text, str(data_log), corrupt)
+    record.tasks, record.probe = parse_plain(unpacked)
+    if PACKED_START in text:        # the log as a person reads it: blocks unpacked
+        (ready.outdir / UNPACKED_LOG).write_text(unpacked)
+    if corrupt and error is None:
+        error = BootFailed(f"guest {name}: {corrupt[0]}", stage, console_log)
     try:
         record.messages = messages_from(record.tasks)
     except KmsgIncomplete as exc:

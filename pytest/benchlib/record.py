@@ -31,6 +31,8 @@ from .variants import Variant
 PRINTK_LINE = re.compile(r"^\[\s*(\d+\.\d+)\] (.*)$")
 KMSG_TASK = "kmsg"
 PACKED_START, PACKED_END = "@@PACKED gzip base64", "@@PACKED_END"
+# What stands in a lenient unpack where a block did not decode (unpack_channel).
+PACKED_CORRUPT = "@@PACKED_CORRUPT"
 # zlib's wbits for a gzip stream (header and CRC checked).
 GZIP_WBITS = 16 + zlib.MAX_WBITS
 
@@ -209,7 +211,8 @@ def parse_probe_line(line: str) -> dict[str, str]:
 
 def _unpacked(encoded: list[str], ended: bool, where: str) -> list[str]:
     """The lines of one packed block. A block that ended must be one whole gzip
-    stream; one the channel cut off (the guest died in it) gives what decodes."""
+    stream (ChannelCorrupt otherwise); one the channel cut off (the guest died in
+    it) gives what decodes."""
     data = "".join(line.strip() for line in encoded)
     stream = zlib.decompressobj(GZIP_WBITS)
     try:
@@ -224,8 +227,12 @@ def _unpacked(encoded: list[str], ended: bool, where: str) -> list[str]:
     return text.decode(errors="replace").splitlines()
 
 
-def unpack_channel(text: str, source: str = "the data channel") -> str:
-    """The data channel with every packed block replaced by the lines it holds."""
+def unpack_channel(text: str, source: str = "the data channel",
+                   corrupt: Optional[list[str]] = None) -> str:
+    """The data channel with every packed block replaced by the lines it holds.
+    A block that ended and does not decode raises ChannelCorrupt; given a list
+    `corrupt`, it is left out instead (a line PACKED_CORRUPT in its place) and
+    its error appended there, so that the rest of the channel can be read."""
     out: list[str] = []
     block: Optional[list[str]] = None
     for number, raw in enumerate(text.splitlines(), 1):
@@ -233,7 +240,13 @@ def unpack_channel(text: str, source: str = "the data channel") -> str:
         if block is None and line == PACKED_START:
             block, start = [], number
         elif block is not None and line == PACKED_END:
-            out += _unpacked(block, True, f"at line {start} of {source}")
+            try:
+                out += _unpacked(block, True, f"at line {start} of {source}")
+            except ChannelCorrupt as exc:
+                if corrupt is None:
+                    raise
+                corrupt.append(str(exc))
+                out.append(f"{PACKED_CORRUPT} {exc}")
             block = None
         elif block is not None:
             block.append(line)
@@ -244,14 +257,21 @@ def unpack_channel(text: str, source: str = "the data channel") -> str:
     return "\n".join(out) + ("\n" if out else "")
 
 
-def parse_data(text: str, source: str = "the data channel"
+def parse_data(text: str, source: str = "the data channel",
+               corrupt: Optional[list[str]] = None
                ) -> tuple[dict[str, TaskOutput], list[dict[str, str]]]:
-    """The data channel's tasks and probe lines; ChannelCorrupt if a packed block
-    that ended does not decode."""
+    """The data channel's tasks and probe lines (unpack_channel: ChannelCorrupt
+    for a packed block that ended and does not decode, unless `corrupt` collects
+    its error)."""
+    return parse_plain(unpack_channel(text, source, corrupt))
+
+
+def parse_plain(text: str) -> tuple[dict[str, TaskOutput], list[dict[str, str]]]:
+    """parse_data of a channel whose packed blocks are already unpacked."""
     tasks: dict[str, TaskOutput] = {}
     probe: list[dict[str, str]] = []
     current: Optional[TaskOutput] = None
-    for raw in unpack_channel(text, source).splitlines():
+    for raw in text.splitlines():
         line = raw.rstrip("\r")
         if line.startswith("@@BEGIN "):
             current = tasks[line.split()[1]] = TaskOutput(line.split()[1], None)

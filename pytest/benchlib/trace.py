@@ -102,8 +102,11 @@ def blind_spots(sections: dict[str, list[str]], names: Iterable[str]) -> list[st
     armed, or hits missed), one reason each; empty when it could. An event absent
     from the trace proves its absence only then."""
     names = list(names)
-    return ([f"'{n}' never armed" for n in unarmed(sections, names)]
-            + [f"'{n}' missed {count} hits" for n, count in missed_hits(sections, names).items()])
+    reasons = [f"'{n}' never armed" for n in unarmed(sections, names)]
+    if "kprobe_profile" not in sections:
+        return reasons + ["missed hits unknown (no kprobe_profile section)"]
+    return reasons + [f"'{n}' missed {count} hits"
+                      for n, count in missed_hits(sections, names).items()]
 
 
 def trace_of(sections: dict[str, list[str]]) -> list[TraceEvent]:

@@ -151,7 +151,7 @@ lm64:
      * HV_STATUS_INSUFFICIENT_BUFFERS (0x13): the connection's previous message
      * is still being completed by QEMU's main loop; try again, as Linux does
      */
-    mov $LM_POST_TRIES, %r9d
+    mov $LM_POST_TRIES, %r12d         /* r8-r11 are the hypercall's to clobber */
 1:  mov $0x5c, %ecx                 /* HvPostMessage, slow */
     mov %esi, %edx
     xor %r8d, %r8d
@@ -159,7 +159,7 @@ lm64:
     cmp $0x13, %ax
     jne 2f
     pause
-    dec %r9d
+    dec %r12d
     jnz 1b
 2:  mov $lm_post_status, %ebx
     mov %rax, (%rbx)
