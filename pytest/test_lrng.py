@@ -92,7 +92,8 @@ def test_lrng_stage_thresholds_from_the_trace(lrng_boot, profile: str) -> None:
 
 
 def test_lrng_negative_control_fullbit_fails_the_thresholds(lrng_boot) -> None:
-    """A full bit per interrupt, on purpose: fully seeded comes 32 interrupts early."""
+    """A full bit per interrupt, on purpose: fully seeded on 256 interrupts' credits,
+    32 short of the seed's 288, however many more the pool held when it was read."""
     record = lrng_boot(QUIET[0], FULLBIT)
     with pytest.raises(AssertionError, match="fully seeded after"):
         lrngcheck.assert_stage_thresholds(record)

@@ -173,6 +173,13 @@ def assert_stage_thresholds(record: BootRecord) -> list[Window]:
     assert stages == sorted(set(stages)), f"stages in the trace: {stages}"
     for w in found:
         need = STAGE_INTERRUPTS[w.stage]
+        # What the read took, by the bits it returned at the rate the credits were
+        # given (both fetched by the kprobes): the seed's interrupts, whatever else
+        # came into the pool before the read ran.
+        assert w.used >= need, (
+            f"{STAGE_NAMES[w.stage]} after {w.used} interrupts' worth of credited bits "
+            f"(the bits its read returned, at the credit events' rate), below the "
+            f"seed's {need}: {w}")
         if w.counted is not None:
             assert w.pool is not None and abs(w.pool - w.counted) <= IN_FLIGHT + missed, (
                 f"the series' pool count is not the trace's: {w}; kprobes missed {missed}")
