@@ -54,9 +54,14 @@ def init_shell() -> list[str]:
     return [str(BUSYBOX), "sh"]
 
 
+def shell_for(script: Path) -> list[str]:
+    """The shell the script runs under in its guest: busybox sh, or the image's bash."""
+    return init_shell() if script == INIT else ["bash"]
+
+
 @pytest.mark.parametrize("script", [INIT, COLLECT], ids=["init", "collect"])
 def test_packed_dump_unpacks_to_the_lines_sent(script: Path) -> None:
-    shell = init_shell() if script == INIT else ["bash"]
+    shell = shell_for(script)
     text = "\n".join(TRACE_LINES) + "\n"
     sent = run_packed(script, shell, text).stdout
     assert sent.startswith("@@PACKED gzip base64\n") and sent.endswith("@@PACKED_END\n"), sent[:80]
@@ -71,7 +76,7 @@ def test_packed_dump_of_a_file_whose_size_is_not_its_length(script: Path) -> Non
     """The guests redirect the trace file (tracefs) to packed(): a file whose size
     is not what reading it gives, as /proc/cpuinfo here. GNU gzip (the image's)
     warns on stderr about such a file, and the task's stderr is the channel."""
-    shell = init_shell() if script == INIT else ["bash"]
+    shell = shell_for(script)
     sent = run_packed(script, shell, "", call="packed < /proc/cpuinfo").stdout
     tasks, _ = parse_data(channel(sent))
     assert tasks["trace"].sections()["trace"] == Path("/proc/cpuinfo").read_text().splitlines()
@@ -94,7 +99,7 @@ def packed_block() -> list[str]:
 def test_packed_dump_that_cannot_be_read_fails_its_task_and_says_why(script: Path) -> None:
     """A dump whose read fails (a directory here): packed() returns non-zero, so
     the task fails, and what cat said comes after the block, which still decodes."""
-    shell = init_shell() if script == INIT else ["bash"]
+    shell = shell_for(script)
     done = run_packed(script, shell, "", call="packed < /", check=False)
     assert done.returncode != 0, done.stdout
     lines = done.stdout.splitlines()
