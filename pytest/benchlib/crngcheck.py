@@ -7,11 +7,12 @@ controls.
 """
 from __future__ import annotations
 
+from .credit import window_hist
 from .crngstate import CrngState, parse_crng_state
 from .ordering import assert_nonblock_eagain_until_ready, blocking_return_time, ready_position
 from .record import BootRecord
 from .spills import Spill, credited_bits, first, spills
-from .trace import TRACE_TASK, TraceEvent, blind_spots, trace_of
+from .trace import TRACE_TASK, TraceEvent, blind_spots, missed_hits, trace_of
 
 READY_STATE = 2
 RESEEDED_STATE = 3
@@ -203,3 +204,58 @@ def interrupts_to_ready(record: BootRecord) -> tuple[int, int]:
     state = debugfs(record)
     loads = [t for t in state.transitions() if t.cause == "fastload"]
     return sum(t.irqs for t in loads), len({t.cpu for t in loads})
+
+
+# ---- A reseed due while the input pool is short --------------------------------
+
+# Task crngdue (fixtures/init): with the reseed made due at once, grbench uses the
+# crng in a window of the kprobe set crngdue (its cases tagged phase=window; the
+# untraced phases not_due and due before it are for the throughput, not judged). The RFC tries a due reseed whenever
+# the crng is used; one that finds fewer than RESEED_BITS credited bits returns
+# -ENODATA and is tried again only a second later (CRNG_RFC_RESEED_RETRY), not on
+# every use: on an idle guest a reseed stays due for as long as the pool is short.
+DUE_TASK = "crngdue"
+NO_DATA = -61                  # -ENODATA from __crng_reseed()
+RETRY_S = 1.0
+# Tries a window may hold beyond one per RETRY_S of grbench's time: both vCPUs can
+# pass the retry test at once, and the window opens and closes outside grbench.
+RETRY_SLACK = 4
+# The crng's uses must outnumber the tries allowed by this much, or a kernel that
+# tries on every use would pass the bound too.
+USES_PER_ALLOWED_TRY = 10
+
+
+def signed_key(text: str) -> int:
+    """A hist key fetched as s32: the hist prints it as a 64-bit unsigned number
+    (-61 as 18446744073709551555)."""
+    value = int(text)
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def assert_due_reseed_retried_once_a_second(record: BootRecord) -> dict[str, int]:
+    """In crngdue's window the reseed was due with the input pool short (tries
+    answered -ENODATA), and it was tried about once a second, not on each of the
+    crng's many uses. Counts from kprobe hists; a missed hit fails the check."""
+    sections = record.finished_task(DUE_TASK).sections()
+    missed = missed_hits(sections, ("use", "try", "done"))
+    assert not missed, f"the crngdue kprobes missed hits {missed}: counts unknown"
+    uses = sum(hits for _, hits in window_hist(sections, "use"))
+    tries = sum(hits for _, hits in window_hist(sections, "try"))
+    outcomes = {signed_key(keys["ret"]): hits for keys, hits in window_hist(sections, "done")}
+    seconds = sum(float(p["seconds"]) for p in record.probe_events("throughput")
+                  if p.get("phase") == "window")
+    assert seconds > 0, f"grbench reported no throughput case in the window ({record.data_log})"
+    allowed = int(seconds / RETRY_S) + 1 + RETRY_SLACK
+    found = {"uses": uses, "tries": tries, "short": outcomes.get(NO_DATA, 0),
+             "allowed": allowed}
+    assert found["short"] >= 1, (
+        f"no reseed found the input pool short in the window {found}, outcomes "
+        f"{outcomes}: the due reseed with a short pool was not exercised")
+    assert uses >= USES_PER_ALLOWED_TRY * allowed, (
+        f"the crng was used {uses} times in the window, too few to tell tries on every "
+        f"use from tries once a second ({found})")
+    assert tries <= allowed, (
+        f"{tries} reseed tries in {seconds:.1f} s of grbench ({uses} uses of the crng): "
+        f"a due reseed with a short input pool is tried on every use, not once a "
+        f"second ({found})")
+    return found
