@@ -115,6 +115,15 @@ def test_lrng_seeds_its_primary_drbg_with_the_cpu_rng(lrng_boot, profile: str) -
 
 # ---- RNDADDENTROPY ------------------------------------------------------------------------
 
+@pytest.mark.parametrize("profile", QUIET)
+def test_lrng_seeds_hold_only_what_the_sources_wrote(lrng_boot, profile: str) -> None:
+    """A seeding short of the full 288 interrupts reads fewer pool words than its
+    buffer has room for; the primary DRBG is seeded with the CPU RNG's 32 bytes and
+    those words only, never with the buffer's stale rest (the trace's seed length
+    against the bits each pool read credited)."""
+    lrngcheck.assert_seeds_hold_only_what_was_read(lrng_boot(profile))
+
+
 def test_lrng_rndaddentropy_credits_only_a_whole_write(boot_guest, bench_variant) -> None:
     """6.1 credits RNDADDENTROPY only once all of the data is in: a write that faults
     part-way fails with EFAULT and credits nothing (fixtures/addentropy.c)."""

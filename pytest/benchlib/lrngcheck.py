@@ -218,11 +218,12 @@ class Seeding:
     words: tuple[int, ...]  # the CPU RNG's words leading the seed buffer
     pool_bits: int          # the bits the pool gave (cred)
     credited: int           # the bits the primary DRBG was credited (inject)
+    length: int             # the seed's bytes (inject)
 
     def __str__(self) -> str:
         words = " ".join(f"{w:#018x}" for w in self.words)
         return (f"seeding at {self.t:.3f} s: CPU RNG words {words}, pool {self.pool_bits} "
-                f"bits, credited {self.credited}")
+                f"bits, credited {self.credited}, {self.length} bytes")
 
 
 def seedings(events: list[TraceEvent]) -> list[Seeding]:
@@ -240,7 +241,7 @@ def seedings(events: list[TraceEvent]) -> list[Seeding]:
         elif e.event == INJECT and e.pid in pool_bits:
             start = started.pop(e.pid)
             found.append(Seeding(start.t, tuple(start.int(w) for w in ARCH_WORDS),
-                                 pool_bits.pop(e.pid), e.int("bits")))
+                                 pool_bits.pop(e.pid), e.int("bits"), e.int("len")))
     return found
 
 
@@ -272,6 +273,31 @@ def assert_cpu_rng_in_seedings(record: BootRecord, has_cpu_rng: bool,
     assert len(wrong) <= missed, (
         f"{len(wrong)} of {len(found)} seedings not credited the pool's bits"
         f"{f' + {extra}' if extra else ''}, the first: {wrong[0]}; kprobes missed {missed}")
+    return found
+
+
+# The seed buffer: the CPU RNG's 32 bytes (always written, zeros without one), then
+# the whole pool words the read took. Its size is room for nine words (288
+# interrupts); a read at a lower stage fills less of it.
+CPU_RNG_BYTES = 32
+
+
+def assert_seeds_hold_only_what_was_read(record: BootRecord) -> list[Seeding]:
+    """Every seeding of the primary DRBG from the internal sources is as long as
+    what was written into its buffer: the CPU RNG's 32 bytes and the pool words the
+    read took for the bits it credited, never the whole buffer with stale stack
+    bytes in it. At least one seeding must have read less than the full buffer,
+    or the check tells nothing."""
+    never = unarmed(record.finished_task(TRACE_TASK).sections(), (READ_START, POOL_READ, INJECT))
+    assert not never, f"trace events {never} never armed ({record.data_log})"
+    found = seedings(trace(record))
+    assert found, f"no seeding of the primary DRBG from its noise sources traced ({record.data_log})"
+    read = [(s, CPU_RNG_BYTES + interrupts_used(s.pool_bits) // 8) for s in found]
+    assert min(n for _, n in read) < max(s.length for s in found), (
+        f"every seeding read the whole buffer: nothing to tell ({record.data_log})")
+    wrong = [f"{s} (read {n})" for s, n in read if s.length != n]
+    assert not wrong, (f"{len(wrong)} of {len(found)} seedings longer or shorter than what "
+                       f"was read into the seed buffer: " + "; ".join(wrong[:3]))
     return found
 
 
