@@ -120,13 +120,13 @@ def test_harness_lrng_a_seeding_is_one_tasks_read_then_injection() -> None:
     not part of it, nor is an injection with no pool read before it."""
     words = "arch0=0x1 arch1=0x2 arch2=0x3 arch3=0x4"
     lines = [task_line("kworker/0:1-12", 0, 1.0, "getpool", words),
-             task_line("hwrng-40", 1, 1.0001, "inject", "bits=512"),
+             task_line("hwrng-40", 1, 1.0001, "inject", "len=64 bits=512"),
              task_line("kworker/0:1-12", 0, 1.0002, "cred", "bits=28"),
-             task_line("kworker/0:1-12", 0, 1.0003, "inject", "bits=36"),
-             task_line("addentropy-77", 1, 2.0, "inject", "bits=256")]
+             task_line("kworker/0:1-12", 0, 1.0003, "inject", "len=36 bits=36"),
+             task_line("addentropy-77", 1, 2.0, "inject", "len=32 bits=256")]
     found = seedings(parse_trace([TRACE_HEAD.format(len(lines), len(lines))] + lines))
-    assert [(s.t, s.words, s.pool_bits, s.credited) for s in found] == [
-        (1.0, (1, 2, 3, 4), 28, 36)]
+    assert [(s.t, s.words, s.pool_bits, s.credited, s.length) for s in found] == [
+        (1.0, (1, 2, 3, 4), 28, 36, 36)]
 
 
 def test_harness_lrng_output_path_checks_tell_the_drbg_from_chacha20() -> None:
