@@ -28,6 +28,8 @@ from benchlib.record import BootRecord
 
 VARIANT = "lrng"
 FULLBIT = "test-lrng-fullbit"
+# A kernel whose DRBG fails its known-answer test at boot (a wrong expected byte).
+KATFAIL = "test-lrng-katfail"
 INTERRUPT_ONLY = profiles_with(interrupt_only=True, hyperv=False)
 HYPERV_INTERRUPT_ONLY = profiles_with(interrupt_only=True, hyperv=True)
 DIRECT_SEED = profiles_with(interrupt_only=False, hyperv=False, numa_nodes=1)
@@ -40,6 +42,9 @@ WRITES_PROFILE = first_profile(profiles_with(virtio_rng=True, hyperv=False, numa
 CPU_RNG = first_profile(profiles_with(cpu_rng=True, hyperv=False, numa_nodes=1),
                         "RDRAND, one NUMA node, no Hyper-V")
 LRNG_TASKS = ("probe", "until", "lrngstate", "crypto")
+# With the DRBGs out of service the probe's calls return at once; a kernel that
+# blocks them is seen at this timeout instead of the default 60 s.
+KATFAIL_PROBE_TIMEOUT_S = 20
 
 
 @pytest.fixture(scope="module")
@@ -188,3 +193,13 @@ def test_lrng_reseed_interval_kept_by_either_output_generator(boot_guest, bench_
 
 def test_lrng_drbg_known_answer_and_crypto_selftests(lrng_boot) -> None:
     lrngcheck.assert_drbg_self_tests(lrng_boot(QUIET[0]))
+
+
+def test_lrng_out_of_service_when_the_drbg_fails_its_known_answer(boot_guest,
+                                                                  bench_variant) -> None:
+    """On a kernel whose DRBG fails its known-answer test, the DRBG never serves, and
+    getrandom() fails with EIO at once instead of blocking forever (lrng 0014; before
+    it the DRBG served anyway). The probe's own timeout bounds the wait."""
+    record = boot_guest(QUIET[0], tasks=["probe", "urandom"], variant=bench_variant(KATFAIL),
+                        params={"probe": "b", "timeout": str(KATFAIL_PROBE_TIMEOUT_S)})
+    lrngcheck.assert_out_of_service(record)

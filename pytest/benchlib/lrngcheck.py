@@ -301,6 +301,47 @@ def assert_seeds_hold_only_what_was_read(record: BootRecord) -> list[Seeding]:
     return found
 
 
+# ---- Out of service -----------------------------------------------------------------
+
+# lrng 0014: when the DRBGs cannot serve (a failed known-answer test, a failed
+# allocation), what waits for readiness fails with EIO; /dev/urandom is served by
+# the init RNG.
+KAT_FAILED = "lrng: DRBG known-answer test failed"
+OUT_OF_SERVICE = "lrng: the DRBGs stay out of service"
+STAGE_MESSAGE = re.compile(r"^lrng: (primary DRBG (initially|minimally|fully) seeded"
+                           r"|secondary DRBG on node \d+ fully seeded)$")
+URANDOM_TASK = "urandom"
+
+
+def assert_out_of_service(record: BootRecord) -> None:
+    """The DRBG failed its known-answer test, so it never served: no seeding stage
+    was reached, early user space's blocking getrandom() returned EIO (it did not
+    block to the probe's timeout) and so did GRND_NONBLOCK, and /dev/urandom still
+    gave two different non-zero reads."""
+    said = [text for _, text in record.messages]
+    assert any(text.startswith(KAT_FAILED) for text in said), (
+        f"no '{KAT_FAILED}' in the kernel log: nothing tested ({record.data_log})")
+    stages = [text for text in said if STAGE_MESSAGE.match(text)]
+    assert not stages, f"a DRBG that failed its known-answer test was seeded: {stages}"
+    assert any(text.startswith(OUT_OF_SERVICE) for text in said), (
+        f"no '{OUT_OF_SERVICE}' in the kernel log ({record.data_log})")
+    blocking = record.probe_event("blocking")
+    assert blocking is not None, (
+        f"early user space's blocking getrandom() never returned: "
+        f"{record.probe_events('blocking_timeout')} ({record.data_log})")
+    assert (blocking["ret"], blocking["errno"]) == ("-1", "EIO"), (
+        f"blocking getrandom() with the DRBGs out of service answered {blocking}, not EIO")
+    nonblock = record.probe_events("nonblock_error") + record.probe_events("nonblock_ok")
+    assert nonblock and nonblock[0].get("errno") == "EIO", (
+        f"GRND_NONBLOCK with the DRBGs out of service: {nonblock}, not EIO")
+    reads = [line.split() for line in record.finished_task(URANDOM_TASK).lines if line.strip()]
+    assert len(reads) == 2 and all(len(r) == 32 for r in reads), (
+        f"/dev/urandom did not give two 32-byte reads: {reads}")
+    assert reads[0] != reads[1] and all(any(b != "00" for b in r) for r in reads), (
+        f"/dev/urandom repeated itself or gave zeros: {reads}")
+
+
+# ---- RNDADDENTROPY ---------------------------------------------------------------------
 # ---- RNDADDENTROPY ---------------------------------------------------------------------
 
 # fixtures/addentropy.c: each write's claim, as 6.1 credits it only for a whole write.
