@@ -28,6 +28,8 @@ from benchlib.record import BootRecord
 
 VARIANT = "lrng"
 FULLBIT = "test-lrng-fullbit"
+# Minimally seeded after 64 interrupts (56 bits), not 128: wrong at stage 2 alone.
+EARLYMIN = "test-lrng-earlymin"
 # A kernel whose DRBG fails its known-answer test at boot (a wrong expected byte).
 KATFAIL = "test-lrng-katfail"
 INTERRUPT_ONLY = profiles_with(interrupt_only=True, hyperv=False)
@@ -101,6 +103,14 @@ def test_lrng_negative_control_fullbit_fails_the_thresholds(lrng_boot) -> None:
     32 short of the seed's 288, however many more the pool held when it was read."""
     record = lrng_boot(QUIET[0], FULLBIT)
     with pytest.raises(AssertionError, match="fully seeded after"):
+        lrngcheck.assert_stage_thresholds(record)
+
+
+def test_lrng_negative_control_earlymin_fails_the_thresholds(lrng_boot) -> None:
+    """Minimally seeded on purpose after 64 interrupts' credits, half the seed's 128,
+    with stages 1 and 3 right: the second stage's check must fail on its own."""
+    record = lrng_boot(QUIET[0], EARLYMIN)
+    with pytest.raises(AssertionError, match="minimally seeded after"):
         lrngcheck.assert_stage_thresholds(record)
 
 
