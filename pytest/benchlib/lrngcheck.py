@@ -245,6 +245,16 @@ def seedings(events: list[TraceEvent]) -> list[Seeding]:
     return found
 
 
+def traced_seedings(record: BootRecord) -> list[Seeding]:
+    """The boot's seedings from the noise sources, asserting that the trace armed
+    the three events that make one and saw at least one."""
+    never = unarmed(record.finished_task(TRACE_TASK).sections(), (READ_START, POOL_READ, INJECT))
+    assert not never, f"trace events {never} never armed ({record.data_log})"
+    found = seedings(trace(record))
+    assert found, f"no seeding of the primary DRBG from its noise sources traced ({record.data_log})"
+    return found
+
+
 def assert_cpu_rng_in_seedings(record: BootRecord, has_cpu_rng: bool,
                                trusted: bool) -> list[Seeding]:
     """Every seeding of the primary DRBG from the internal sources carries the CPU
@@ -252,11 +262,8 @@ def assert_cpu_rng_in_seedings(record: BootRecord, has_cpu_rng: bool,
     the boot; none (zeros) where it has none. The credit is the pool's, plus the
     seed's 8 bits where the CPU's RNG is trusted. Judged on what the trace fetched
     from the seed buffer, not on the series' own counts."""
-    never = unarmed(record.finished_task(TRACE_TASK).sections(), (READ_START, POOL_READ, INJECT))
-    assert not never, f"trace events {never} never armed ({record.data_log})"
     missed = trace_misses(record)
-    found = seedings(trace(record))
-    assert found, f"no seeding of the primary DRBG from its noise sources traced ({record.data_log})"
+    found = traced_seedings(record)
     if has_cpu_rng:
         empty = [s for s in found if not all(s.words)]
         assert not empty, (f"{len(empty)} of {len(found)} seedings without the CPU RNG's "
@@ -288,10 +295,7 @@ def assert_seeds_hold_only_what_was_read(record: BootRecord) -> list[Seeding]:
     read took for the bits it credited, never the whole buffer with stale stack
     bytes in it. At least one seeding must have read less than the full buffer,
     or the check tells nothing."""
-    never = unarmed(record.finished_task(TRACE_TASK).sections(), (READ_START, POOL_READ, INJECT))
-    assert not never, f"trace events {never} never armed ({record.data_log})"
-    found = seedings(trace(record))
-    assert found, f"no seeding of the primary DRBG from its noise sources traced ({record.data_log})"
+    found = traced_seedings(record)
     read = [(s, CPU_RNG_BYTES + interrupts_used(s.pool_bits) // 8) for s in found]
     assert min(n for _, n in read) < max(s.length for s in found), (
         f"every seeding read the whole buffer: nothing to tell ({record.data_log})")
