@@ -38,6 +38,13 @@ def parse_hist(lines: list[str]) -> list[tuple[dict[str, str], int]]:
     return entries
 
 
+def signed_key(text: str) -> int:
+    """A hist key fetched as a signed type: the hist prints it as a 64-bit unsigned
+    number (-61 as 18446744073709551555)."""
+    value = int(text)
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
 def window_hist(sections: dict[str, list[str]], event: str,
                 required: bool = True) -> list[tuple[dict[str, str], int]]:
     """An event's hits inside the credit window: its hist when the window closed

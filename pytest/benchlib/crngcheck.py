@@ -7,7 +7,7 @@ controls.
 """
 from __future__ import annotations
 
-from .credit import window_hist
+from .credit import signed_key, window_hist
 from .crngstate import CrngState, parse_crng_state
 from .ordering import assert_nonblock_eagain_until_ready, blocking_return_time, ready_position
 from .record import BootRecord
@@ -223,13 +223,6 @@ RETRY_SLACK = 4
 # The crng's uses must outnumber the tries allowed by this much, or a kernel that
 # tries on every use would pass the bound too.
 USES_PER_ALLOWED_TRY = 10
-
-
-def signed_key(text: str) -> int:
-    """A hist key fetched as s32: the hist prints it as a 64-bit unsigned number
-    (-61 as 18446744073709551555)."""
-    value = int(text)
-    return value - (1 << 64) if value >= 1 << 63 else value
 
 
 def assert_due_reseed_retried_once_a_second(record: BootRecord) -> dict[str, int]:
