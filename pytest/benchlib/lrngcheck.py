@@ -52,10 +52,19 @@ def trace_misses(record: BootRecord) -> int:
 POOL_WORD_BITS = 32
 # Bits the LRNG credits per interrupt, as num/den of the seed (256/288).
 CREDIT_NUM, CREDIT_DEN = 256, 288
-# An interrupt credited between lrng_get_pool()'s entry and its taking of the count
-# (a few instructions), on either of two CPUs, is one the trace places on the wrong
-# side of a read: the series' count and the trace's may differ by this many.
-IN_FLIGHT = 2
+# The series' count at a read (the icred events= of the last credit before it) can
+# hold an interrupt whose own events come after the read's start: one CPU's count
+# was raised while another CPU's credit event was being written. Interrupts do not
+# nest, so each CPU has at most one such interrupt in flight at a time: the series'
+# count and the trace's may differ by one per CPU that took interrupts (a count,
+# whatever the host's load does to the timing).
+IN_FLIGHT_PER_CPU = 1
+
+
+def in_flight(events: list[TraceEvent]) -> int:
+    """How far the series' pool count and the trace's may differ: one per CPU the
+    trace saw take an interrupt."""
+    return IN_FLIGHT_PER_CPU * len({e.cpu for e in events if e.event == "air"})
 
 
 @dataclass(frozen=True)
@@ -166,6 +175,7 @@ def assert_stage_thresholds(record: BootRecord) -> list[Window]:
     must meet it and not be below the trace's."""
     events = trace(record)
     missed = trace_misses(record)
+    flight = in_flight(events)
     assert_each_entry_credited_or_stuck(events, missed)
     found = windows(events)
     assert found, f"no stage of the primary DRBG in the trace ({record.data_log})"
@@ -181,14 +191,14 @@ def assert_stage_thresholds(record: BootRecord) -> list[Window]:
             f"(the bits its read returned, at the credit events' rate), below the "
             f"seed's {need}: {w}")
         if w.counted is not None:
-            assert w.pool is not None and abs(w.pool - w.counted) <= IN_FLIGHT + missed, (
+            assert w.pool is not None and abs(w.pool - w.counted) <= flight + missed, (
                 f"the series' pool count is not the trace's: {w}; kprobes missed {missed}")
             have = w.counted
         else:
             assert w.stage != max(STAGE_INTERRUPTS), (
                 f"the trace cannot count the interrupts behind {STAGE_NAMES[w.stage]}: {w}")
             have = max(w.pool or 0, w.used)
-            assert have >= w.entered - w.stuck - IN_FLIGHT, (
+            assert have >= w.entered - w.stuck - flight, (
                 f"the series counted fewer interrupts than the trace saw enter: {w}")
         assert have + missed >= need, (
             f"{STAGE_NAMES[w.stage]} after {have} non-stuck interrupts, below the seed's "
