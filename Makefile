@@ -11,7 +11,7 @@ VARIANTS := $(notdir $(patsubst %/series,%,$(wildcard kernel/patches/*/series)))
 RUN_ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: all setup build kernels fixtures qemu tools distro-kernel images run test cloud-test soak debug-test overhead check-patches clean
+.PHONY: all setup build kernels fixtures qemu tools distro-kernel images run test cloud-test soak debug-test irqsoff-kernels irqsoff irqsoff-test overhead check-patches clean
 
 all: build
 
@@ -98,6 +98,21 @@ DEBUG_VARIANTS := $(filter-out test-%,$(VARIANTS))
 debug-test: build
 	@for v in $(DEBUG_VARIANTS); do kernel/build.sh $$v+debug || exit 1; done
 	$(PYTEST) --debug-kernels -k debug_kernel $(PYTEST_ARGS)
+
+# Interrupts-off sections (kernel/configs/flavours/irqsoff.config: the irqsoff
+# tracer) of stock, crng and lrng: `make irqsoff` is the benchmark (several boots
+# of each, a report in results/irqsoff-*/, exit 1 on a variant over ten times
+# stock's), `make irqsoff-test` the opt-in test (lrng against stock, and the 2016
+# DRBG output path as its control). Not part of `make test`: the stock irqsoff
+# kernel is a full build (the others build on its tree).
+IRQSOFF_VARIANTS := stock crng lrng
+IRQSOFF_ARGS ?=
+irqsoff-kernels: build
+	@for v in $(IRQSOFF_VARIANTS); do kernel/build.sh $$v+irqsoff || exit 1; done
+irqsoff: irqsoff-kernels
+	$(BENCH) benchlib.irqsoff $(IRQSOFF_ARGS)
+irqsoff-test: irqsoff-kernels
+	$(PYTEST) --irqsoff-kernels -k irqsoff $(PYTEST_ARGS)
 
 # The harness's per-boot cost against bare QEMU (benchlib/overhead.py): pairs of
 # boots, same kernel, initramfs and command line; figures in results/overhead-*/.

@@ -39,7 +39,8 @@ from benchlib.errors import BenchError  # noqa: E402
 
 # The dests of this plugin's options: the only ones the checks read and rewrite.
 DESTS = ("kernel", "modules", "kernel_deb", "profile", "profiles_dir", "boots", "accel",
-         "libvirt_uri", "jobs_per_host", "libvirt_pool", "reap", "budget", "debug_kernels")
+         "libvirt_uri", "jobs_per_host", "libvirt_pool", "reap", "budget", "debug_kernels",
+         "irqsoff_kernels")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -68,6 +69,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--debug-kernels", action="store_true",
                     help="run the debug-kernel tests (lockdep/KASAN builds of every "
                          "variant, built by 'make debug-test')")
+    group.addoption("--irqsoff-kernels", action="store_true",
+                    help="run the interrupts-off tests (irqsoff-tracer builds of stock and "
+                         "lrng, built by 'make irqsoff-test')")
     group.addoption("--check-args", action="store_true",
                     help="check the bench's options and stop: nothing is collected or "
                          "booted ('make test' runs this before it builds)")

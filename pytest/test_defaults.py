@@ -97,6 +97,8 @@ def test_defaults_parent_files_have_one_reader(scratch_variants) -> None:
 OWN_MEANING = {
     ("soak.py", "--boots"): "boots per profile × variant of the soak (20), not per cell",
     ("overhead.py", "--profile"): "the one profile the benchmark's pairs boot in",
+    ("irqsoff.py", "--boots"): "boots per kernel of the interrupts-off benchmark, in rounds",
+    ("irqsoff.py", "--profile"): "the one profile the interrupts-off benchmark boots in",
 }
 
 

@@ -19,6 +19,7 @@ fixtures, hooks and the options' meaning:
   --libvirt-pool NAME storage pool for uploads to hosts that do not share our files
   --budget FILE       turn each time-to-ready budget into a test (test_ready_within_budget)
   --debug-kernels     also run the debug-kernel tests (VARIANT+debug builds: make debug-test)
+  --irqsoff-kernels   also run the interrupts-off tests (VARIANT+irqsoff builds: make irqsoff-test)
 """
 from __future__ import annotations
 
@@ -215,18 +216,29 @@ def boot_guest(libvirt_conn: libvirt.virConnect, host_pool: HostPool, initrd: Pa
 PROFILE_PARAMS = ("profile", "profile_name")
 
 
-DEBUG_KERNELS_SKIP = ("debug kernels are opt-in: 'make debug-test' builds VARIANT+debug "
-                      "(a full KASAN build each) and runs these tests with --debug-kernels")
+# Opt-in tests: their marker, the option that runs them, and why they are not run
+# by default (the skip's reason names how to run them).
+OPT_IN = {
+    "debugkernel": ("--debug-kernels",
+                    "debug kernels are opt-in: 'make debug-test' builds VARIANT+debug "
+                    "(a full KASAN build each) and runs these tests with --debug-kernels"),
+    "irqsoffkernel": ("--irqsoff-kernels",
+                      "interrupts-off kernels are opt-in: 'make irqsoff-test' builds "
+                      "VARIANT+irqsoff (a full kernel build for stock) and runs these "
+                      "tests with --irqsoff-kernels"),
+}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Opt-in tests are skipped, naming how to run them, before any fixture (or boot)
     is set up for them; --profile P restricts every profile-parametrized test to the
     profiles named."""
-    if not config.getoption("--debug-kernels"):
+    for marker, (option, reason) in OPT_IN.items():
+        if config.getoption(option):
+            continue
         for item in items:
-            if item.get_closest_marker("debugkernel"):
-                item.add_marker(pytest.mark.skip(reason=DEBUG_KERNELS_SKIP))
+            if item.get_closest_marker(marker):
+                item.add_marker(pytest.mark.skip(reason=reason))
     if config.getoption("--profiles-dir") is not None:
         skip_profiles_not_in(config.getoption("--profiles-dir"), items)
     deselect_bench_kernel_tests(config, items)

@@ -48,6 +48,13 @@ TASKS: dict[str, TaskNeeds] = {t.name: t for t in (
     # depends on it). About 10 s alone and CPU-bound; beside other boots on 2
     # cores it got 59,000 of its 100,000 samples in its 300 s: exclusive.
     TaskNeeds("entropy_capture", cap="entropy_cap", cmdline="noirqdebug", exclusive=True),
+    # The interrupts-off benchmark (benchlib/irqsoff.py, the VARIANT+irqsoff kernels):
+    # the irqsoff tracer runs from its registration at boot, without tracing every
+    # function inside a section (that would lengthen each many times under TCG).
+    # Another guest's load on the host would stretch the guest time of a section:
+    # exclusive.
+    TaskNeeds("irqsoff", cmdline="ftrace=irqsoff trace_options=nofunction-trace",
+              exclusive=True),
 )}
 
 
