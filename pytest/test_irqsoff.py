@@ -21,7 +21,7 @@ import pytest
 
 from benchlib import irqsoff
 from benchlib.errors import BenchError
-from benchlib.irqsoff import Figures, Section
+from benchlib.irqsoff import Section
 from benchlib.record import TaskOutput
 
 PROFILE = irqsoff.DEFAULT_PROFILE
@@ -49,10 +49,6 @@ def kernel(label: str) -> irqsoff.Kernel:
     return next(k for k in irqsoff.KERNELS if k.label == label)
 
 
-def figures_of(label: str, windows: dict[str, Section]) -> dict[tuple[str, str], Figures]:
-    return {(label, w): Figures(label, w, [s.max_us], [s.where()]) for w, s in windows.items()}
-
-
 def assert_windows_observed(label: str, windows: dict[str, Section]) -> None:
     """Every load ran to the end and the tracer saw sections in every window:
     a window with nothing in it would compare nothing."""
@@ -66,7 +62,7 @@ def test_irqsoff_lrng_within_an_order_of_magnitude_of_stock(irqsoff_boot) -> Non
     stock, lrng = irqsoff_boot(irqsoff.STOCK), irqsoff_boot(kernel("lrng"))
     assert_windows_observed("stock", stock)
     assert_windows_observed("lrng", lrng)
-    found = irqsoff.findings(figures_of("stock", stock) | figures_of("lrng", lrng))
+    found = irqsoff.findings(irqsoff.collect({"stock": [stock], "lrng": [lrng]}))
     assert not found, "\n".join(found)
 
 
@@ -75,9 +71,8 @@ def test_irqsoff_negative_control_drbg_output_is_over_the_order_of_magnitude(irq
     control = kernel("lrng drbg_output=1")
     stock, drbg = irqsoff_boot(irqsoff.STOCK), irqsoff_boot(control)
     assert_windows_observed(control.label, drbg)
-    # Judged as a kernel of its own: findings() never judges a reference kernel.
-    judged = irqsoff.Kernel("lrng", "lrng")
-    found = irqsoff.findings(figures_of("stock", stock) | figures_of(judged.label, drbg))
+    # Judged under lrng's label: findings() never judges a reference kernel.
+    found = irqsoff.findings(irqsoff.collect({"stock": [stock], "lrng": [drbg]}))
     flagged = {w for w in DRBG_WINDOWS if any(f": {w}: " in line for line in found)}
     assert flagged == set(DRBG_WINDOWS), (
         f"the 2016 output path (lrng.drbg_output=1) was not found over "
@@ -139,6 +134,6 @@ def test_irqsoff_parser_refuses_a_missing_window() -> None:
 def test_irqsoff_findings_flag_over_ten_times_stock(lrng_us: int, flagged: bool) -> None:
     stock = irqsoff.parse(synthetic({w: 5 for w in irqsoff.WINDOWS}))
     lrng = irqsoff.parse(synthetic({"urandom": lrng_us}))
-    found = irqsoff.findings(figures_of("stock", stock) | figures_of("lrng", lrng))
+    found = irqsoff.findings(irqsoff.collect({"stock": [stock], "lrng": [lrng]}))
     assert bool(found) == flagged, found
     assert all(": urandom: " in line for line in found), found

@@ -187,12 +187,12 @@ def table(figures: dict[tuple[str, str], Figures], boots: int) -> str:
     return "\n".join(lines)
 
 
-def collect(records: dict[str, list["BootRecord"]]) -> dict[tuple[str, str], Figures]:
-    """Figures per (kernel label, window) from each kernel's boots."""
+def collect(boots: dict[str, list[dict[str, Section]]]) -> dict[tuple[str, str], Figures]:
+    """Figures per (kernel label, window) from each kernel's boots' windows."""
     figures: dict[tuple[str, str], Figures] = {}
-    for label, boots in records.items():
-        for record in boots:
-            for window, section in sections_of(record).items():
+    for label, windows_of_boots in boots.items():
+        for windows in windows_of_boots:
+            for window, section in windows.items():
                 f = figures.setdefault((label, window), Figures(label, window, [], []))
                 f.max_us.append(section.max_us)
                 f.where.append(section.where())
@@ -210,7 +210,7 @@ def main(argv: list[str]) -> int:
     out = paths.RESULTS_DIR / time.strftime("irqsoff-%Y%m%d-%H%M%S")
     install_signal_handlers()
     conn = connect("qemu:///system")
-    records: dict[str, list["BootRecord"]] = {k.label: [] for k in KERNELS}
+    boots: dict[str, list[dict[str, Section]]] = {k.label: [] for k in KERNELS}
     # Round after round, every kernel once per round: a slow spell of the host
     # falls on all of them.
     for round_ in range(args.boots):
@@ -218,12 +218,11 @@ def main(argv: list[str]) -> int:
             folder = out / f"{kernel.label.replace(' ', '_').replace('=', '')}-{round_ + 1}"
             request = plan.request(profile, variant=kernel.flavoured, tasks=[TASK],
                                    extra_cmdline=kernel.extra_cmdline, outdir=folder)
-            record = boot(conn, request)
-            records[kernel.label].append(record)
-            got = sections_of(record)
+            got = sections_of(boot(conn, request))
+            boots[kernel.label].append(got)
             print(f"round {round_ + 1}/{args.boots} {kernel.label}: "
                   + ", ".join(f"{w} {got[w].max_us} us" for w in WINDOWS), flush=True)
-    figures = collect(records)
+    figures = collect(boots)
     report = table(figures, args.boots)
     found = findings(figures)
     print(report)
