@@ -22,7 +22,7 @@ kernels: setup
 	@for v in $(VARIANTS); do kernel/build.sh $$v || exit 1; done
 
 fixtures: setup
-	@$(MAKE) -s -C fixtures
+	@$(MAKE) -s -C fixtures $(if $(BUILD_DIR),OUT=$(abspath $(BUILD_DIR))/fixtures)
 
 # QEMU 7.2 from Debian's source with qemu/patches: Hyper-V SynIC/VMBus under TCG.
 qemu: setup

@@ -130,9 +130,11 @@ def describe(args: argparse.Namespace, profiles: list[Profile], variants: list[s
                       f"{clones.LATE_SAVE_UPTIME_S} s of uptime and restored twice, "
                       f"{clone_workers} at a time")
     if len(variants) > 1 and not args.no_throughput:
-        extra += len(variants) * args.boots * THROUGHPUT_BOOT_S
-        extras.append(f"throughput: {len(variants) * args.boots} boot(s) of "
-                      f"{throughput.PROFILE}, one at a time")
+        per_variant = {m.profile: m.boots or args.boots for m in throughput.MEASURES}
+        extra += len(variants) * sum(per_variant.values()) * THROUGHPUT_BOOT_S
+        extras.append("throughput: " + " and ".join(
+            f"{len(variants) * n} boot(s) of {profile}" for profile, n in per_variant.items())
+            + ", one at a time")
     if extras:
         lines.append("then: " + "; ".join(extras))
     # One guest of a host boots at a time (hosts.Lease.booting): the boots' own

@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from . import measure, plan
+from . import measure, plan, throughput
 from .errors import BenchError, Skip
 from .eta import BootKey, Eta
 from .guest import BootRequest, boot, prepare, reap_survivors
 from .hosts import HostPool
-from .profiles import Profile
+from .profiles import Profile, get_profile
 from .progress import BootLabel, Progress
 from .record import BootRecord
 from .report import Cell
@@ -129,11 +129,16 @@ def plan_matrix(settings: Settings, profiles: list[Profile], kernels: dict[str, 
             for profile in profiles for variant, kernel in kernels.items()]
 
 
-def plan_throughput(settings: Settings, profile: Profile, tasks: list[str],
-                    kernels: dict[str, Path], say: Progress) -> Plans:
-    """The getrandom() comparison: every kernel booted as often in one profile."""
-    return [plan_cell(settings, profile, variant, kernel, tasks, {}, None, say)
-            for variant, kernel in kernels.items()]
+def plan_throughput(settings: Settings, kernels: dict[str, Path], say: Progress) -> Plans:
+    """The getrandom() comparison: every kernel booted as often in each measure's
+    profile (benchlib/throughput.py), its boots of each measure one cell."""
+    plans: Plans = []
+    for way in throughput.MEASURES:
+        here = Settings(**{**vars(settings), "boots": way.boots or settings.boots})
+        plans += [plan_cell(here, get_profile(way.profile), variant, kernel, throughput.TASKS,
+                            dict(way.params), None, say)
+                  for variant, kernel in kernels.items()]
+    return plans
 
 
 def preview(settings: Settings, profile: Profile, variant: str, kernel: Path,

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Optional
 
 REPO = Path(__file__).resolve().parents[2]
 PROFILE_DIR = REPO / "vm-definitions"
@@ -26,6 +27,27 @@ def patched_qemu() -> Path:
 def initramfs() -> Path:
     """The initramfs fixtures/Makefile produces."""
     return BUILD_DIR / "fixtures" / "initramfs.cpio.gz"
+
+
+# What fixtures/Makefile makes the initramfs from (the trace-* sets are not in it:
+# the host arms them on the kernel command line).
+INITRAMFS_INPUTS = ("init", "Makefile", "*.c", "*.h", "kprobes-*")
+
+
+def initramfs_problem() -> Optional[str]:
+    """Why the initramfs cannot be booted as built, in one line: missing, or older
+    than a file of fixtures/ it is made from (the init, a program, a kprobe set:
+    a boot would run the old one); None if neither."""
+    path = initramfs()
+    if not path.is_file():
+        return f"initramfs '{path}' is missing: run 'make fixtures'"
+    built = path.stat().st_mtime
+    newer = sorted(f.name for pattern in INITRAMFS_INPUTS for f in FIXTURE_DIR.glob(pattern)
+                   if f.stat().st_mtime > built)
+    if newer:
+        return (f"initramfs '{path}' is stale: {', '.join(newer)} changed since it was "
+                f"built; run 'make fixtures'")
+    return None
 
 
 def distro_deb() -> Path:

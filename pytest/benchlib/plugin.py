@@ -98,10 +98,10 @@ def libvirt_conn(host_pool: HostPool) -> libvirt.virConnect:
 
 @pytest.fixture(scope="session")
 def initrd() -> Path:
-    path = paths.initramfs()
-    if not path.is_file():
-        pytest.exit(f"initramfs '{path}' is missing: run 'make fixtures'", 2)
-    return path
+    problem = paths.initramfs_problem()
+    if problem:
+        pytest.exit(problem, 2)
+    return paths.initramfs()
 
 
 def users_kernel_option(config: pytest.Config) -> Optional[str]:

@@ -147,15 +147,18 @@ def legend() -> str:
 
 
 def throughput_table(rows: Sequence[dict[str, Any]]) -> str:
-    """getrandom() throughput per variant and case, against the baseline's."""
-    if not rows:
-        return ""
+    """getrandom() throughput per measure, variant and case, against the baseline's."""
+    return "\n".join(_measure_table(m, [r for r in rows if r["profile"] == m.profile])
+                     for m in throughput.MEASURES if any(r["profile"] == m.profile for r in rows))
+
+
+def _measure_table(way: throughput.Measure, rows: Sequence[dict[str, Any]]) -> str:
     heads = ["variant", "threads", "request (bytes)", "MB/s median", "min", "max", "boots",
              f"vs {throughput.BASELINE}", "budget"]
-    out = [f"<p>Measured in {_esc(throughput.PROFILE)} (guest, TCG), one boot per variant in "
-           f"turn; a variant may be {throughput.MAX_SLOWDOWN:.0%} slower than "
-           f"{_esc(throughput.BASELINE)} at most, judged on medians of at least "
-           f"{throughput.MIN_BOOTS_TO_JUDGE} boots.</p>", "<table id='throughput'>",
+    out = [f"<p>Measured in {_esc(way.profile)} ({_esc(way.question)}), one boot per variant "
+           f"in turn; a variant fails under {way.min_ratio:g} of {_esc(throughput.BASELINE)}, "
+           f"judged on medians of at least {way.min_boots} boot(s).</p>",
+           f"<table id='throughput-{_esc(way.name)}'>",
            "<tr>" + "".join(f"<th>{_esc(h)}</th>" for h in heads) + "</tr>"]
     for r in rows:
         ratio = "-" if r["ratio_to_stock"] is None else f"{r['ratio_to_stock']:.3f}"

@@ -27,7 +27,7 @@ from .report import (BLOCKED, BOOT_DOMAIN_XML, FIRST_NONBLOCK_OK, HOST_DONE, IRQ
 
 # Its shape's version (bump it with any change of a key or its meaning), and its
 # JSON Schema.
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 SCHEMA = Path(__file__).with_name("report.schema.json")
 GIT_TIMEOUT_S = 30
 QEMU_VERSION_TIMEOUT_S = 30
@@ -224,9 +224,11 @@ def spills_json(cell: Cell) -> Optional[dict[str, object]]:
 def throughput_json(rows: list[dict[str, object]]) -> Optional[dict[str, object]]:
     if not rows:
         return None
-    return {"profile": throughput.PROFILE, "baseline": throughput.BASELINE,
-            "max_slowdown": throughput.MAX_SLOWDOWN,
-            "min_boots_to_judge": throughput.MIN_BOOTS_TO_JUDGE, "cases": rows}
+    return {"baseline": throughput.BASELINE, "max_slowdown": throughput.MAX_SLOWDOWN,
+            "measures": [{"name": m.name, "profile": m.profile, "question": m.question,
+                          "min_ratio": m.min_ratio, "min_boots_to_judge": m.min_boots}
+                         for m in throughput.MEASURES],
+            "cases": rows}
 
 
 def _finite(value: Any) -> Any:

@@ -12,11 +12,12 @@ from .record import BootRecord, TaskOutput
 # (fixtures/trace-*), for synthetic boots whose interrupt count must be whole.
 ARMED_AIR = "p:kprobes/air add_interrupt_randomness irq=$arg1:s32"
 
-def throughput_records(variant: str, mb_s: list[float], threads: int = 1) -> list[BootRecord]:
+def throughput_records(variant: str, mb_s: list[float], threads: int = 1,
+                       profile: str = throughput.PROFILE) -> list[BootRecord]:
     """One boot per figure, each with one grbench case of `threads` threads × 4 KiB."""
     records = []
     for i, rate in enumerate(mb_s):
-        record = BootRecord(name=f"bench-{variant}-{i}", profile=throughput.PROFILE,
+        record = BootRecord(name=f"bench-{variant}-{i}", profile=profile,
                             variant=variant, kernel="k", accel="tcg", cmdline="",
                             console_log=Path("c"), data_log=Path("d"))
         record.probe = [{"event": "throughput", "threads": str(threads), "size": "4096",
