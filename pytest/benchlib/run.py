@@ -352,8 +352,9 @@ def main(argv: list[str]) -> int:
                             timeout_s=args.timeout, entropy=not args.no_entropy,
                             budget_s=budget_s, users=users)
         matrix = plan_matrix(settings, profiles, kernels, say)
-        # The getrandom() comparison: every variant booted as often in one profile,
-        # one boot at a time, round after round, after the matrix and the clone check.
+        # The getrandom() comparison: every variant booted as often in each measure's
+        # profile (benchlib/throughput.py), one boot at a time, round after round,
+        # after the matrix and the clone check.
         bench = plan_throughput(settings, kernels, say) \
             if len(kernels) > 1 and not args.no_throughput else []
         matrix_jobs = jobs_of(matrix, MATRIX)
