@@ -17,7 +17,7 @@ import pytest
 
 from benchlib import crngcheck, tracedboot
 from benchlib.crngstate import parse_crng_state
-from benchlib.profiles import profiles_with, quiet_profiles
+from benchlib.profiles import first_profile, profiles_with, quiet_profiles
 from benchlib.record import BootRecord
 
 pytestmark = pytest.mark.crng
@@ -31,30 +31,40 @@ DIRECT_CREDIT = profiles_with(interrupt_only=False, hyperv=False, numa_nodes=1)
 # Where the probe sees the crng below 2 (see quiet_profiles).
 QUIET = quiet_profiles()
 NUMA = profiles_with(numa_nodes=2, hyperv=False)
-# Hyper-V (our patched QEMU under TCG): interrupt-only too, but its synthetic-timer
-# ticks fast-load states 1 and 2 before any kprobe is armed, so only the checks
-# that need no traced fast load run there.
+# Hyper-V (our patched QEMU under TCG): interrupt-only too; its synthetic-timer
+# ticks fast-load states 1 and 2 before any kprobe is armed, where the function
+# tracer (trace-crng's "function" lines, from boot) sees them.
 HYPERV_INTERRUPT_ONLY = profiles_with(interrupt_only=True, hyperv=True)
-# Negative controls: waiters sleep until 3; fast loads at 16 interrupts and the
+# One vCPU, interrupts only: the step to 2 is that CPU's second spill, which has to
+# wait for 64 interrupts or the 1 s flush (on two vCPUs each CPU's first interrupt
+# may make a step, and then no fast load is judged by the threshold). The -icount
+# profile, where the early boot's interrupts come at the same instructions each boot.
+ONE_VCPU = profiles_with(interrupt_only=True, hyperv=False, vcpus=1, deterministic=None)
+# Negative controls: waiters sleep until 3; fast loads at 16 interrupts; the
 # reseed to 3 at 64 bits.
 RFCWAKE = "test-crng-rfcwake"
 LOWTHRESH = "test-crng-lowthresh"
+LOWBITS = "test-crng-lowbits"
 
 
 CRNG_TASKS = ("probe", "until", "reseed", "crngstate")
+# The crng's kprobes and, from boot, the function tracer on the calls behind them
+# (fixtures/trace-crng-boot): the early boot's fast loads and credits are seen.
+CRNG_TRACE = "crng-boot"
 
 
 def crng_run(boot_guest, profile: str, variant: str = VARIANT,
              tasks: tuple[str, ...] = CRNG_TASKS, noise: int = tracedboot.NOISE_LINES,
              noise_gap: str = "0") -> BootRecord:
     """One traced boot: the probe first, then (with noise) up to state 3."""
-    return tracedboot.traced_boot(boot_guest, profile, variant, tasks, noise, noise_gap)
+    return tracedboot.traced_boot(boot_guest, profile, variant, tasks, noise, noise_gap,
+                                  trace=CRNG_TRACE)
 
 
 @pytest.fixture(scope="module")
 def crng_boot(boot_guest, bench_variant):
     """crng_boot(profile, variant="crng") -> the record of one traced boot (cached)."""
-    return tracedboot.cached(boot_guest, bench_variant, VARIANT, CRNG_TASKS)
+    return tracedboot.cached(boot_guest, bench_variant, VARIANT, CRNG_TASKS, trace=CRNG_TRACE)
 
 
 # ---- States ------------------------------------------------------------------
@@ -91,12 +101,30 @@ def test_crng_negative_control_rfcwake_blocks_until_3(crng_boot) -> None:
 
 # ---- What the kernel did, seen by kprobes ----------------------------------------
 
-@pytest.mark.parametrize("profile", INTERRUPT_ONLY)
-def test_crng_fast_loads_from_the_trace(crng_boot, profile: str) -> None:
-    loads = crngcheck.assert_fast_loads(crng_boot(profile))
+def print_fast_loads(profile: str, loads: list) -> None:
     print(f"\n{profile}: fast loads " + ", ".join(
         f"CPU {s.cpu} at {s.t:.3f} s after {s.count} interrupts "
         f"({s.cause(crngcheck.FAST_LOAD_INTERRUPTS)})" for s in loads))
+
+
+@pytest.mark.parametrize("profile", INTERRUPT_ONLY + HYPERV_INTERRUPT_ONLY)
+def test_crng_fast_loads_from_the_trace(crng_boot, profile: str) -> None:
+    print_fast_loads(profile, crngcheck.assert_fast_loads(crng_boot(profile)))
+
+
+@pytest.mark.parametrize("profile", ONE_VCPU)
+def test_crng_fast_load_waits_for_64_interrupts(crng_boot, profile: str) -> None:
+    print_fast_loads(profile, crngcheck.assert_fast_load_waited(crng_boot(profile)))
+
+
+def test_crng_negative_control_lowthresh_fast_loads_early(crng_boot) -> None:
+    """Fast loads at 16 interrupts, on purpose: the fast-load check must fail, where
+    a fast load is judged (one vCPU); the reseed check, whose threshold this kernel
+    keeps, must pass (each control breaks one check)."""
+    record = crng_boot(first_profile(ONE_VCPU, "one vCPU, interrupts only"), LOWTHRESH)
+    with pytest.raises(AssertionError, match=r"below 64 interrupts and before the 1 s flush"):
+        crngcheck.assert_fast_load_waited(record)
+    crngcheck.assert_reseed_after_128_bits(record)
 
 
 @pytest.mark.parametrize("profile", INTERRUPT_ONLY)
@@ -120,11 +148,13 @@ def test_crng_runs_no_jitter_generator(crng_boot, profile: str) -> None:
     crngcheck.assert_no_jitter(crng_boot(profile))
 
 
-def test_crng_negative_control_lowthresh_reseeds_early(crng_boot) -> None:
-    """Reseeding at 64 bits, on purpose: the 128-bit check must fail."""
-    record = crng_boot(QUIET[0], LOWTHRESH)
-    with pytest.raises(AssertionError, match=r"credited bits \(< 128\)"):
+def test_crng_negative_control_lowbits_reseeds_early(crng_boot) -> None:
+    """Reseeding at 64 bits, on purpose: the 128-bit check must fail; the fast-load
+    check, whose threshold this kernel keeps, must pass."""
+    record = crng_boot(QUIET[0], LOWBITS)
+    with pytest.raises(AssertionError, match=r"credited bits \(< 128;"):
         crngcheck.assert_reseed_after_128_bits(record)
+    crngcheck.assert_fast_loads(record)
 
 
 def test_crng_stock_mode_runs_the_jitter_generator(boot_guest, bench_variant) -> None:

@@ -24,7 +24,7 @@ from benchlib import report, report_json, throughput
 from benchlib.report import (NOT_READY, VERDICT, Cell, headline, junit, not_ok, run_failed,
                              table)
 from benchlib import crngcheck
-from benchlib.spills import Spill, spills
+from benchlib.spills import Spill, credited_bits, spills, unknown_credits
 from benchlib.trace import TraceIncomplete, parse_trace
 
 DUMMY = {key: f"/tmp/{key}" for key in PLACEHOLDERS} | {"name": "x", "domain_type": "qemu"}
@@ -106,6 +106,34 @@ def test_harness_trace_spills_and_causes() -> None:
     # 16 interrupts, 0.2 s after the previous spill: neither threshold nor flush.
     assert (second.count, second.credits, second.cause(64)) == (16, [1], "early")
     assert second.cause(16) == "threshold"
+
+
+def function_line(cpu: int, t: float, function: str) -> str:
+    return f"          <idle>-0       [{cpu:03d}] d.h..     {t:.6f}: {function} <-caller"
+
+
+def test_harness_trace_spills_before_the_kprobes_from_the_function_tracer() -> None:
+    """Calls the function tracer saw before the kprobes existed are spills whose
+    count is the interrupts traced since the CPU's previous spill; once the kprobes
+    exist, a call and its kprobe twin are one event, as the kprobe saw it."""
+    irq = "add_interrupt_randomness"
+    lines = [function_line(0, 0.10, irq), function_line(0, 0.11, "mix_interrupt_randomness"),
+             function_line(0, 0.12, "crng_rfc_fast_load")]
+    lines += [function_line(0, 0.13 + i / 1000, irq) for i in range(17)]
+    lines += [function_line(0, 0.30, "mix_interrupt_randomness"),
+              function_line(0, 0.31, "_credit_init_bits"),
+              trace_line(0, 1.5, "air", "irq=4"), function_line(0, 1.5, irq),
+              trace_line(0, 1.6, "mix", "count=2147483649"),
+              function_line(0, 1.6, "mix_interrupt_randomness"),
+              trace_line(0, 1.601, "cred", "bits=1"), function_line(0, 1.601, "_credit_init_bits"),
+              trace_line(0, 1.602, "mixret", "")]
+    events = parse_trace([TRACE_HEAD.format(len(lines), len(lines)), *lines])
+    first, second, third = spills(events)
+    assert (first.count, first.fast_loaded, first.from_functions) == (1, None, True)
+    # 17 interrupts 0.19 s after the first spill: early for 64, credited unseen bits.
+    assert (second.count, second.cause(64), second.unknown_credits) == (17, "early", 1)
+    assert (third.count, third.credits, third.from_functions) == (1, [1], False)
+    assert (credited_bits(events), unknown_credits(events)) == (1, 1)
 
 
 def test_harness_trace_that_lost_events_is_an_error() -> None:

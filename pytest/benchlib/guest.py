@@ -65,8 +65,8 @@ CLOSING_TASKS = ["kmsg"]
 TRACE_INCLUDE_DEPTH = 4
 
 
-def trace_events(name: str, depth: int = 0) -> list[str]:
-    """The events of a trace set (fixtures/trace-NAME), in order: its "event" lines,
+def trace_set_lines(name: str, keyword: str, depth: int = 0) -> list[str]:
+    """The `keyword` lines of a trace set (fixtures/trace-NAME), in order: its own,
     and those of the sets its "include NAME" lines name, where they stand."""
     path = FIXTURE_DIR / f"trace-{name}"
     if not path.is_file():
@@ -74,26 +74,43 @@ def trace_events(name: str, depth: int = 0) -> list[str]:
     if depth > TRACE_INCLUDE_DEPTH:
         raise BenchError(f"trace set '{name}': includes nested deeper than "
                          f"{TRACE_INCLUDE_DEPTH} (a loop?)")
-    events: list[str] = []
+    found: list[str] = []
     for line in path.read_text().splitlines():
-        keyword, _, rest = line.partition(" ")
-        if keyword == "event":
-            events.append(rest.strip())
-        elif keyword == "include":
-            events += trace_events(rest.strip(), depth + 1)
-    return events
+        word, _, rest = line.partition(" ")
+        if word == keyword:
+            found.append(rest.strip())
+        elif word == "include":
+            found += trace_set_lines(rest.strip(), keyword, depth + 1)
+    return found
+
+
+def trace_events(name: str) -> list[str]:
+    """The kprobe events of a trace set ("event" lines)."""
+    return trace_set_lines(name, "event")
+
+
+def trace_functions(name: str) -> list[str]:
+    """The functions a trace set has the function tracer record from boot
+    ("function" lines)."""
+    return trace_set_lines(name, "function")
 
 
 def trace_cmdline(name: str) -> str:
     """kprobe_event= for a trace set (fixtures/trace-NAME): armed at fs_initcall,
-    before any user space runs; comma-separated fields, ';' between events."""
+    before any user space runs; comma-separated fields, ';' between events. A set
+    with "function" lines also starts the function tracer, filtered to those
+    functions, in start_kernel (early_trace_init), before the first interrupt: it
+    records their calls (CPU and time, no arguments) where no kprobe exists yet."""
     events = trace_events(name)
+    functions = trace_functions(name)
     # The global trace clock is printk's (local_clock()), so trace time stamps and
     # kernel log times can be compared. The ring buffer stays one page per CPU
-    # until something expands it: naming the boot tracer (nop, the default one)
-    # makes it trace_buf_size from the start.
+    # until something expands it: naming the boot tracer (nop, the default one,
+    # or function) makes it trace_buf_size from the start.
+    tracer = (f"ftrace=function ftrace_filter={','.join(functions)}" if functions
+              else "ftrace=nop")
     return (f"kprobe_event={';'.join(e.replace(' ', ',') for e in events)} "
-            f"ftrace=nop trace_buf_size={TRACE_BUFFER} trace_clock=global bench.trace={name}")
+            f"{tracer} trace_buf_size={TRACE_BUFFER} trace_clock=global bench.trace={name}")
 
 
 @dataclass

@@ -6,6 +6,16 @@ the fast pool's interrupt count), then on the same CPU, until its return
 credit to the input pool (`cred`). The cause of a spill is read from the trace
 too: the fast pool's count against the threshold, or the time since the same
 CPU's previous spill.
+
+A trace set may also have the function tracer record, from start_kernel on, the
+calls of the functions behind those kprobes ("function" lines: CPU and time, no
+arguments). Before the kprobes exist (fs_initcall) those calls are the only
+record: a spill is then a call of mix_interrupt_randomness() whose count is the
+calls of add_interrupt_randomness() on that CPU since its previous spill, a call
+of crng_rfc_fast_load() inside it is a fast load tried (its return is not seen),
+and a call of _credit_init_bits() inside it as a credit of unknown bits. Once the
+kprobes exist, each call has a kprobe event just before it on its CPU (its twin),
+and the kprobe's arguments are the record.
 """
 from __future__ import annotations
 
@@ -25,6 +35,13 @@ FLUSH_INTERVAL_S = 1.0
 # trace time stamps: a flush may be seen this much before the full second.
 FLUSH_SLACK_S = 0.02
 FIRST_OR_FLUSH = "first-or-flush"
+# The function tracer's events (named by their function) and, for the probes at a
+# function's entry, the kprobe event that is their twin once the kprobes exist.
+FN_INTERRUPT = "add_interrupt_randomness"
+FN_SPILL = "mix_interrupt_randomness"
+FN_FAST_LOAD = "crng_rfc_fast_load"
+FN_CREDIT = "_credit_init_bits"
+ENTRY_TWINS = {FN_INTERRUPT: "air", FN_SPILL: "mix", FN_CREDIT: "cred"}
 # Every cause() a spill can have, in the order reports give them.
 CAUSES = ("threshold", "flush", FIRST_OR_FLUSH, "early")
 
@@ -35,9 +52,16 @@ class Spill:
     t: float
     count: int                        # interrupts in the fast pool (masked)
     prev_t: Optional[float]           # this CPU's previous spill in the trace
-    fast_loaded: bool = False         # crng_rfc_fast_load() returned 1
+    # crng_rfc_fast_load() returned 1; None: it was called, its return not seen
+    # (the function tracer alone saw the spill)
+    fast_loaded: Optional[bool] = False
     fast_load_tried: bool = False     # crng_rfc_fast_load() was called at all
     credits: list[int] = field(default_factory=list)
+    # Seen only by the function tracer (before the kprobes existed): count is the
+    # interrupts traced on its CPU since the previous spill, and credits made in it
+    # are counted here, their bits unknown.
+    from_functions: bool = False
+    unknown_credits: int = 0
 
     @property
     def since_prev_s(self) -> Optional[float]:
@@ -76,28 +100,67 @@ class Spill:
         return "early"
 
 
+def twinless(events: list[TraceEvent]) -> list[TraceEvent]:
+    """The events without the function tracer's twins of kprobe events: a call
+    traced by both (the kprobe's event just before the call's on its CPU) is kept
+    once, as the kprobe saw it."""
+    kept: list[TraceEvent] = []
+    last_on: dict[int, str] = {}
+    for event in events:
+        twin = ENTRY_TWINS.get(event.event)
+        if twin is None or last_on.get(event.cpu) != twin:
+            kept.append(event)
+        last_on[event.cpu] = event.event
+    return kept
+
+
 def spills(events: list[TraceEvent]) -> list[Spill]:
-    """Every traced spill in time order, with what happened inside it."""
+    """Every traced spill in time order, with what happened inside it (by the
+    kprobes, or before they existed by the function tracer)."""
     found: list[Spill] = []
     open_on: dict[int, Spill] = {}
     last_on: dict[int, float] = {}
-    for event in events:
-        if event.event == "mix":
-            spill = Spill(event.cpu, event.t, event.int("count") & COUNT_MASK,
-                          last_on.get(event.cpu))
-            last_on[event.cpu] = event.t
-            open_on[event.cpu] = spill
+    interrupts_on: dict[int, int] = {}
+    for event in twinless(events):
+        cpu = event.cpu
+        if event.event in ("mix", FN_SPILL):
+            by_functions = event.event == FN_SPILL
+            count = interrupts_on.get(cpu, 0) if by_functions else event.int("count") & COUNT_MASK
+            spill = Spill(cpu, event.t, count, last_on.get(cpu), from_functions=by_functions)
+            last_on[cpu] = event.t
+            interrupts_on[cpu] = 0
+            open_on[cpu] = spill
             found.append(spill)
+        elif event.event in ("air", FN_INTERRUPT):
+            # (A spill seen by the function tracer alone has no return event: it
+            # lasts until its CPU's next spill. An interrupt inside it does not end
+            # it; only spills fast-load, and before fs_initcall only they credit.)
+            interrupts_on[cpu] = interrupts_on.get(cpu, 0) + 1
         elif event.event == "mixret":
-            open_on.pop(event.cpu, None)
-        elif event.cpu in open_on:
-            spill = open_on[event.cpu]
+            open_on.pop(cpu, None)
+        elif cpu in open_on and open_on[cpu].from_functions:
+            # Only the function tracer's own events: a kprobe's event on this CPU
+            # comes after the kprobes exist, outside any spill they did not see.
+            spill = open_on[cpu]
+            if event.event == FN_FAST_LOAD:
+                spill.fast_load_tried, spill.fast_loaded = True, None
+            elif event.event == FN_CREDIT:
+                spill.unknown_credits += 1
+        elif cpu in open_on:
+            spill = open_on[cpu]
             if event.event == "fl":
                 spill.fast_load_tried = True
                 spill.fast_loaded = event.int("ret") == 1
             elif event.event == "cred":
                 spill.credits.append(event.int("bits"))
     return found
+
+
+def unknown_credits(events: list[TraceEvent], before: Optional[float] = None) -> int:
+    """Credits to the input pool that only the function tracer saw (before the
+    kprobes existed): their bits are unknown."""
+    return sum(1 for e in twinless(events)
+               if e.event == FN_CREDIT and (before is None or e.t < before))
 
 
 def credited_bits(events: list[TraceEvent], before: Optional[float] = None) -> int:

@@ -13,6 +13,10 @@ from typing import Iterable
 TRACE_TASK = "trace"
 EVENT_LINE = re.compile(r"^\s*(?P<comm>.*)-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s+\S+\s+"
                         r"(?P<ts>\d+\.\d+):\s+(?P<event>\w+):\s+\((?P<where>[^)]*)\)(?P<args>.*)$")
+# The function tracer's line (a trace set's "function" lines, traced from boot):
+# "FUNC <-CALLER", no arguments. Its event is named by the function.
+FUNCTION_LINE = re.compile(r"^\s*(?P<comm>.*)-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s+\S+\s+"
+                           r"(?P<ts>\d+\.\d+):\s+(?P<event>\w+)(?:\.\w+)*\s+<-(?P<where>\S+)$")
 ENTRIES = re.compile(r"entries-in-buffer/entries-written:\s+(\d+)/(\d+)")
 
 
@@ -43,10 +47,11 @@ def parse_trace(lines: list[str]) -> list[TraceEvent]:
         if entries:
             written = (int(entries.group(1)), int(entries.group(2)))
             continue
-        match = EVENT_LINE.match(line)
+        match = EVENT_LINE.match(line) or FUNCTION_LINE.match(line)
         if not match:
             continue
-        args = dict(word.split("=", 1) for word in match.group("args").split() if "=" in word)
+        args = dict(word.split("=", 1) for word in (match.groupdict().get("args") or "").split()
+                    if "=" in word)
         events.append(TraceEvent(int(match.group("cpu")), float(match.group("ts")),
                                  match.group("event"), args, int(match.group("pid")),
                                  match.group("comm").strip(), match.group("where")))

@@ -5,7 +5,7 @@ flight, until the variant's final milestone or a cap."""
 from __future__ import annotations
 
 import functools
-from typing import Callable
+from typing import Callable, Optional
 
 from .record import BootRecord
 from .variants import load
@@ -19,20 +19,22 @@ UNTIL_CAP_S = 120
 
 def traced_boot(boot_guest: Callable[..., BootRecord], profile: str, variant: str,
                 tasks: tuple[str, ...], noise: int = NOISE_LINES,
-                noise_gap: str = "0") -> BootRecord:
+                noise_gap: str = "0", trace: Optional[str] = None) -> BootRecord:
+    """trace: a trace set other than the variant's own (one that includes it)."""
     spec = load(variant)
-    return boot_guest(profile, tasks=list(tasks), variant=variant, trace=spec.trace,
+    return boot_guest(profile, tasks=list(tasks), variant=variant, trace=trace or spec.trace,
                       params={"probe": "bi", "noise_bg": str(noise), "noise_gap": noise_gap,
                               "until": spec.until_pattern(), "until_cap": str(UNTIL_CAP_S)})
 
 
 def cached(boot_guest: Callable[..., BootRecord], bench_variant: Callable[[str], str],
-           default_variant: str, tasks: tuple[str, ...]) -> Callable[..., BootRecord]:
+           default_variant: str, tasks: tuple[str, ...],
+           trace: Optional[str] = None) -> Callable[..., BootRecord]:
     """boot(profile, variant=default_variant) -> one traced boot's record, booted
     once per (profile, variant) and shared by the tests that read it."""
 
     @functools.cache
     def _boot(profile: str, variant: str = default_variant) -> BootRecord:
-        return traced_boot(boot_guest, profile, bench_variant(variant), tasks)
+        return traced_boot(boot_guest, profile, bench_variant(variant), tasks, trace=trace)
 
     return _boot
