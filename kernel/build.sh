@@ -120,7 +120,10 @@ if ! flock -n 9; then
 fi
 
 out=$build_dir/kernel/$target
-if [ -f "$out/bzImage" ] && [ "$(cat "$out/fingerprint" 2>/dev/null)" = "$fingerprint" ]; then
+# The System.map beside the bzImage is part of the output: the crng tests' trace
+# set reads kernel data at its symbols' addresses (benchlib/guest.py).
+if [ -f "$out/bzImage" ] && [ -f "$out/System.map" ] \
+	&& [ "$(cat "$out/fingerprint" 2>/dev/null)" = "$fingerprint" ]; then
 	step "up to date ($out/bzImage)"
 	exit 0
 fi
@@ -139,7 +142,7 @@ if [ -f "$here/patches/$variant/parent" ] && [ "${patch_count[$variant]}" -eq 0 
 		|| die "parent '$parent_target' changed while '$target' was being linked to it; run again"
 	mkdir -p "$out"
 	rm -f "$out/fingerprint"
-	for f in bzImage config; do
+	for f in bzImage config System.map; do
 		ln -f "$parent_out/$f" "$out/.$f.tmp.$$"
 		mv -f "$out/.$f.tmp.$$" "$out/$f"
 	done
@@ -161,7 +164,7 @@ cleanup() {
 	local status=$?
 	if mountpoint -q "$build_at"; then umount "$build_at" || true; fi
 	rm -f "$out"/.*.tmp.$$
-	[ $status -eq 0 ] || rm -f "$out/bzImage" "$out/config"
+	[ $status -eq 0 ] || rm -f "$out/bzImage" "$out/config" "$out/System.map"
 }
 trap cleanup EXIT
 mkdir -p "$build_at"
@@ -360,6 +363,7 @@ fi
 elapsed=$(( $(date +%s) - start ))
 install_atomic "$tree/.config" "$out/config"
 install_atomic "$tree/arch/x86/boot/bzImage" "$out/bzImage"
+install_atomic "$tree/System.map" "$out/System.map"
 if mountpoint -q "$build_at"; then umount "$build_at"; fi
 if [ -n "$base_tree" ] && [ -d "$out/overlay/upper" ]; then
 	step "flattening the tree for its children (hard links to the tree of '$base_target')"

@@ -1,6 +1,7 @@
 """Harness self-tests: no hypervisor needed."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -14,7 +15,8 @@ from benchlib.synthetic import ARMED_AIR
 from benchlib.stages import boot_stages
 from benchlib.credit import check_credit_rule, expected_credit, parse_hist, stock_spill_credit
 from benchlib import paths, plan
-from benchlib.guest import TASK_SLACK_S
+from benchlib.errors import BenchError
+from benchlib.guest import TASK_SLACK_S, trace_cmdline
 from benchlib.paths import PROFILE_DIR
 from benchlib.profiles import PLACEHOLDERS, all_profiles, get_profile
 from benchlib.synthetic import throughput_records
@@ -134,6 +136,62 @@ def test_harness_trace_spills_before_the_kprobes_from_the_function_tracer() -> N
     assert (second.count, second.cause(64), second.unknown_credits) == (17, "early", 1)
     assert (third.count, third.credits, third.from_functions) == (1, [1], False)
     assert (credited_bits(events), unknown_credits(events)) == (1, 1)
+
+
+def key_text(key: bytes) -> str:
+    return "{" + ",".join(hex(b) for b in key) + "}"
+
+
+def reseed_lines(old: bytes, material: bytes, mixed_to: bytes, left: bytes) -> list[str]:
+    return [trace_line(0, 5.0, "rskey", f"key={key_text(old)}"),
+            trace_line(0, 5.1, "mixkey", f"key={key_text(old)} in={key_text(material)} len=32"),
+            trace_line(0, 5.2, "mixkeyret", f"key={key_text(mixed_to)}"),
+            trace_line(0, 5.3, "rskeyret", f"ret=2 key={key_text(left)}")]
+
+
+@pytest.mark.parametrize("case, why", [
+    ("mixed", None),
+    ("hashed wrong", "not mixed"),
+    ("replaced after the mix", "replaced after the mix"),
+])
+def test_harness_crng_key_mixing_judged_from_the_bytes(case: str, why: str | None) -> None:
+    """The key-mixing check recomputes BLAKE2s-256(old key || extracted) from the
+    bytes the kprobes read: a wrong hash or the extracted key left in place fail."""
+    old, material = bytes(range(32)), bytes(range(100, 132))
+    good = hashlib.blake2s(old + material, digest_size=32).digest()
+    mixed_to = good if case != "hashed wrong" else material
+    left = material if case == "replaced after the mix" else mixed_to
+    lines = reseed_lines(old, material, mixed_to, left)
+    record = BootRecord(name="b", profile="tcg-quiet", variant="crng", kernel="k", accel="tcg",
+                        cmdline="", console_log=Path("c"), data_log=Path("d"))
+    record.tasks = {"trace": TaskOutput(
+        "trace", 0, ["@@SECTION kprobe_events",
+                     *[f"p:kprobes/{n} x" for n in crngcheck.KEY_EVENTS],
+                     "@@SECTION kprobe_profile",
+                     *[f"  {n} 1 0" for n in crngcheck.KEY_EVENTS],
+                     "@@SECTION trace", TRACE_HEAD.format(len(lines), len(lines)), *lines])}
+    if why is None:
+        assert [c.mixed() for c in crngcheck.assert_reseeds_mix_into_the_key(record)] == [True]
+    else:
+        with pytest.raises(AssertionError, match=why):
+            crngcheck.assert_reseeds_mix_into_the_key(record)
+
+
+def test_harness_trace_set_reads_data_at_the_kernels_own_addresses(tmp_path: Path) -> None:
+    """A trace set's @{SYMBOL} becomes the address in the System.map beside the
+    kernel; no System.map, or no such symbol in it, is one error naming it; the
+    function lines start the function tracer filtered to them."""
+    kernel = tmp_path / "bzImage"
+    with pytest.raises(BenchError, match=f"no System.map beside {kernel}"):
+        trace_cmdline("crng-boot", kernel)
+    (tmp_path / "System.map").write_text("ffffffff81000000 T _text\n")
+    with pytest.raises(BenchError, match="no symbol base_crng"):
+        trace_cmdline("crng-boot", kernel)
+    (tmp_path / "System.map").write_text("ffffffff81c96d80 b base_crng\n")
+    words = trace_cmdline("crng-boot", kernel).split()
+    assert "key=@0xffffffff81c96d80:x8[32]" in words[0].split(",")
+    assert "ftrace=function" in words and any(
+        w.startswith("ftrace_filter=add_interrupt_randomness,") for w in words)
 
 
 def test_harness_trace_that_lost_events_is_an_error() -> None:

@@ -7,6 +7,10 @@ controls.
 """
 from __future__ import annotations
 
+import hashlib
+from dataclasses import dataclass, field
+from typing import Optional
+
 from .credit import signed_key, stock_spill_credit, window_hist
 from .crngstate import CrngState, parse_crng_state
 from .ordering import assert_nonblock_eagain_until_ready, blocking_return_time, ready_position
@@ -20,10 +24,9 @@ RESEEDED_STATE = 3
 # the 1 s flush, or a CPU's first interrupt), the reseed to 3 at this many bits.
 FAST_LOAD_INTERRUPTS = 64
 RESEED_BITS = 128
-# printk and the probe race by this much when one CPU changes state and another
-# looks (see ordering.RACE_SLACK_S); states 2 and 3 must be further apart than it
-# for "returned at 2, not at 3" to mean anything.
-STATE_GAP_S = 0.5
+NO_DATA = -61                  # -ENODATA from __crng_reseed()
+# 6.1's input pool holds at most this many credited bits.
+POOL_BITS = 256
 
 
 def states_printed(record: BootRecord) -> list[tuple[float, int]]:
@@ -80,13 +83,15 @@ def assert_nonblock_fails_below_2(record: BootRecord) -> None:
 
 
 def assert_blocking_returns_at_2(record: BootRecord) -> float:
-    """A blocking getrandom() that started below 2 returned at 2, well before 3."""
+    """A blocking getrandom() that started below 2 returned at 2, before the reseed
+    to 3 began: the probe's "returned" marker, written after the call returned, has
+    an earlier printk time than the trace's __crng_reseed(seed_fully) (trace and
+    printk share one clock), an order of observed events and no margin."""
     two = first_time_at_least(record, READY_STATE)
-    three = first_time_at_least(record, RESEEDED_STATE)
     assert two is not None, f"state 2 never came ({record.data_log})"
-    assert three is not None, f"state 3 never came: cannot tell 2 from 3 ({record.data_log})"
-    assert three - two > STATE_GAP_S, (
-        f"states 2 ({two} s) and 3 ({three} s) came together: this boot cannot tell them apart")
+    full = first(trace(record), "reseed", full=1)
+    assert full is not None, (
+        f"no reseed to state 3 in the trace: cannot tell 2 from 3 ({record.data_log})")
     killed = record.probe_event("blocking_timeout")
     assert not killed, (
         f"blocking getrandom() was still blocked at the probe's limit ({killed and killed['t']} s): "
@@ -94,9 +99,9 @@ def assert_blocking_returns_at_2(record: BootRecord) -> float:
     returned = blocking_return_time(
         record, ready_position(record, at_least(READY_STATE), "crng_init 2"), "crng_init 2",
         must_start_before=True)
-    assert returned < three - STATE_GAP_S, (
-        f"blocking getrandom() returned at {returned} s, with state 3 ({three} s), not at 2 "
-        f"({two} s)")
+    assert returned < full.t, (
+        f"blocking getrandom() returned at {returned} s, after the reseed to 3 began at "
+        f"{full.t} s, not at 2 ({two} s)")
     return returned
 
 
@@ -217,6 +222,115 @@ def assert_debugfs_causes_match_trace(record: BootRecord) -> None:
             f"{load.since_prev_s} s since that CPU's previous spill)")
 
 
+# ---- How a reseed changes the key, read from memory ------------------------------
+
+# The trace set fixtures/trace-crng-boot reads the base crng's key (32 bytes) when
+# __crng_reseed() is entered and returns, and around crng_rfc_mix_key(), which the
+# RFC mode's reseed calls with base_crng.lock held to hash the key extracted from
+# the input pool into the base key: BLAKE2s-256 over the old key, then the new.
+KEY_EVENTS = ("rskey", "rskeyret", "mixkey", "mixkeyret")
+KEY_BYTES = 32
+
+
+def key_bytes(text: str) -> bytes:
+    """A kprobe's x8[N] fetch as printed, "{0x1,0xab,...}", as bytes."""
+    return bytes(int(b, 16) for b in text.strip("{}").split(","))
+
+
+@dataclass
+class KeyChange:
+    """One call of __crng_reseed(), with the key as it was around it."""
+    cpu: int
+    t: float                          # its entry
+    before: bytes                     # the key at its entry
+    after: bytes = b""                # the key at its return
+    ret: int = NO_DATA                # its return: crng_init before, or -ENODATA
+    full: bool = False                # the reseed to state 3 (seed_fully)
+    end: float = 0.0                  # its return's time
+    mixes: list[tuple[bytes, bytes, bytes]] = field(default_factory=list)
+    # (key in, material, key out) of each crng_rfc_mix_key() inside it
+
+    @property
+    def happened(self) -> bool:
+        return self.ret >= 0
+
+    def mixed(self) -> Optional[bool]:
+        """The last mix inside made BLAKE2s-256(key in || material); None without one."""
+        if not self.mixes:
+            return None
+        key_in, material, key_out = self.mixes[-1]
+        return hashlib.blake2s(key_in + material, digest_size=KEY_BYTES).digest() == key_out
+
+
+def key_changes(events: list[TraceEvent]) -> list[KeyChange]:
+    """Every call of __crng_reseed() the key events saw, with the mixes on its CPU
+    between its entry and its return."""
+    found: list[KeyChange] = []
+    open_on: dict[int, KeyChange] = {}
+    mix_in: dict[int, tuple[bytes, bytes]] = {}
+    for event in events:
+        cpu, change = event.cpu, open_on.get(event.cpu)
+        if event.event == "rskey":
+            open_on[cpu] = KeyChange(cpu, event.t, key_bytes(event.args["key"]))
+        elif change is None:
+            continue
+        elif event.event == "reseed":
+            change.full = event.int("full") == 1
+        elif event.event == "mixkey":
+            material = key_bytes(event.args["in"])[:event.int("len")]
+            mix_in[cpu] = (key_bytes(event.args["key"]), material)
+        elif event.event == "mixkeyret" and cpu in mix_in:
+            key_in, material = mix_in.pop(cpu)
+            change.mixes.append((key_in, material, key_bytes(event.args["key"])))
+        elif event.event == "rskeyret":
+            change.after, change.ret, change.end = key_bytes(event.args["key"]), \
+                event.int("ret"), event.t
+            found.append(open_on.pop(cpu))
+    return found
+
+
+def assert_reseeds_mix_into_the_key(record: BootRecord) -> list[KeyChange]:
+    """Every reseed that happened mixed the key extracted from the input pool into
+    the base key, and none replaced it: inside each, the key went from K to
+    BLAKE2s-256(K || extracted key), computed here from the bytes the kprobes read;
+    and the key the reseed left is never the extracted key itself (6.1's memcpy).
+    A boot with no reseed judges nothing, and fails."""
+    assert_could_see(record, *KEY_EVENTS)
+    changes = [c for c in key_changes(trace(record)) if c.happened]
+    assert changes, f"no reseed happened in the trace: nothing judged ({record.data_log})"
+    for change in changes:
+        assert change.mixed() is not None, (
+            f"the reseed at {change.t} s (CPU {change.cpu}) changed the key "
+            f"{change.before[:4].hex()}.. -> {change.after[:4].hex()}.. without a mix: "
+            "replaced, not mixed")
+        key_in, material, key_out = change.mixes[-1]
+        assert change.mixed(), (
+            f"the reseed at {change.t} s: the key after its mix {key_out[:4].hex()}.. is not "
+            f"BLAKE2s-256 of the key before {key_in[:4].hex()}.. and the extracted "
+            f"{material[:4].hex()}..: not mixed")
+        assert change.after != material, (
+            f"the reseed at {change.t} s left the extracted key itself as the base key "
+            f"({material[:4].hex()}..): replaced after the mix")
+    return changes
+
+
+def reseed_after_3(record: BootRecord) -> tuple[KeyChange, int]:
+    """The one reseed tried after the reseed to state 3 (RNDRESEEDCRNG, from task
+    reseed), and the bits the input pool held for it: the kprobes' credits since
+    the reseed to 3 returned (a reseed debits all the pool holds, at most its 256)."""
+    changes = key_changes(trace(record))
+    three = next((c for c in changes if c.full and c.happened), None)
+    assert three is not None, f"no reseed to state 3 among the key events ({record.data_log})"
+    later = [c for c in changes if c.t > three.end]
+    assert len(later) == 1, (
+        f"{len(later)} reseeds tried after state 3 ({[(c.t, c.ret) for c in later]}): not "
+        "the one RNDRESEEDCRNG alone")
+    assert_could_see(record, "cred")
+    held = sum(e.int("bits") for e in trace(record)
+               if e.event == "cred" and three.end < e.t < later[0].t)
+    return later[0], min(held, POOL_BITS)
+
+
 # ---- A reseed due while the input pool is short --------------------------------
 
 # Task crngdue (fixtures/init): with the reseed made due at once, grbench uses the
@@ -226,7 +340,6 @@ def assert_debugfs_causes_match_trace(record: BootRecord) -> None:
 # -ENODATA and is tried again only a second later (CRNG_RFC_RESEED_RETRY), not on
 # every use: on an idle guest a reseed stays due for as long as the pool is short.
 DUE_TASK = "crngdue"
-NO_DATA = -61                  # -ENODATA from __crng_reseed()
 RETRY_S = 1.0
 # Tries a window may hold beyond one per RETRY_S of grbench's time: both vCPUs can
 # pass the retry test at once, and the window opens and closes outside grbench.

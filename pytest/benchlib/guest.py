@@ -8,6 +8,7 @@ boot's output folder.
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import signal
 import time
@@ -95,13 +96,49 @@ def trace_functions(name: str) -> list[str]:
     return trace_set_lines(name, "function")
 
 
-def trace_cmdline(name: str) -> str:
+# A trace set's "@{SYMBOL}" is the address of a kernel data symbol, as a kprobe
+# fetch argument (@ADDR) reads it: fetch arguments name data symbols only with
+# CONFIG_KALLSYMS_ALL, which the bench's kernels lack; they have no KASLR, so the
+# link-time address in the kernel's System.map is where the data is.
+SYMBOL_REF = re.compile(r"@\{(\w+)\}")
+
+
+def system_map(kernel: Path) -> Path:
+    """The System.map beside a kernel's bzImage (kernel/build.sh installs it there)."""
+    path = kernel.parent / "System.map"
+    if not path.is_file():
+        raise BenchError(f"no System.map beside {kernel}: a trace set that reads kernel "
+                         "data (@{SYMBOL}) needs one (kernel/build.sh installs it; "
+                         "`make kernels` rebuilds a kernel built without it)")
+    return path
+
+
+def resolve_symbols(text: str, kernel: Path) -> str:
+    """`text` with each @{SYMBOL} replaced by @0xADDRESS from the kernel's System.map."""
+    wanted = set(SYMBOL_REF.findall(text))
+    if not wanted:
+        return text
+    found: dict[str, str] = {}
+    path = system_map(kernel)
+    for line in path.read_text().splitlines():
+        address, _, name = line.split(maxsplit=2) if line.count(" ") >= 2 else ("", "", "")
+        if name in wanted:
+            found[name] = address
+    missing = sorted(wanted - set(found))
+    if missing:
+        raise BenchError(f"{path}: no symbol {', '.join(missing)} (asked for by a trace set)")
+    return SYMBOL_REF.sub(lambda m: f"@0x{found[m.group(1)]}", text)
+
+
+def trace_cmdline(name: str, kernel: Optional[Path] = None) -> str:
     """kprobe_event= for a trace set (fixtures/trace-NAME): armed at fs_initcall,
     before any user space runs; comma-separated fields, ';' between events. A set
     with "function" lines also starts the function tracer, filtered to those
     functions, in start_kernel (early_trace_init), before the first interrupt: it
     records their calls (CPU and time, no arguments) where no kprobe exists yet."""
     events = trace_events(name)
+    if kernel is not None:
+        events = [resolve_symbols(event, kernel) for event in events]
     functions = trace_functions(name)
     # The global trace clock is printk's (local_clock()), so trace time stamps and
     # kernel log times can be compared. The ring buffer stays one page per CPU
@@ -152,7 +189,7 @@ class BootRequest:
                  "closing": ",".join(self.closing_tasks(with_modules)), **self.params}
         words = [BASE_CMDLINE] + [f"bench.{k}={v}" for k, v in bench.items()]
         if self.trace:
-            words.append(trace_cmdline(self.trace))
+            words.append(trace_cmdline(self.trace, self.kernel))
         words += cmdline_words(self.tasks)
         if self.extra_cmdline:
             words.append(self.extra_cmdline)
