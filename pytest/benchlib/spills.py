@@ -13,7 +13,7 @@ arguments). Before the kprobes exist (fs_initcall) those calls are the only
 record: a spill is then a call of mix_interrupt_randomness() whose count is the
 calls of add_interrupt_randomness() on that CPU since its previous spill, a call
 of crng_rfc_fast_load() inside it is a fast load tried (its return is not seen),
-and a call of _credit_init_bits() inside it as a credit of unknown bits. Once the
+and a call of _credit_init_bits() inside it is a credit of unknown bits. Once the
 kprobes exist, each call has a kprobe event just before it on its CPU (its twin),
 and the kprobe's arguments are the record.
 """
