@@ -154,7 +154,8 @@ def reseed_lines(old: bytes, material: bytes, mixed_to: bytes, left: bytes) -> l
     ("hashed wrong", "not mixed"),
     ("replaced after the mix", "replaced after the mix"),
 ])
-def test_harness_crng_key_mixing_judged_from_the_bytes(case: str, why: str | None) -> None:
+def test_harness_crng_key_mixing_judged_from_the_bytes(tmp_path: Path, case: str,
+                                                      why: str | None) -> None:
     """The key-mixing check recomputes BLAKE2s-256(old key || extracted) from the
     bytes the kprobes read: a wrong hash or the extracted key left in place fail."""
     old, material = bytes(range(32)), bytes(range(100, 132))
@@ -162,14 +163,13 @@ def test_harness_crng_key_mixing_judged_from_the_bytes(case: str, why: str | Non
     mixed_to = good if case != "hashed wrong" else material
     left = material if case == "replaced after the mix" else mixed_to
     lines = reseed_lines(old, material, mixed_to, left)
-    record = BootRecord(name="b", profile="tcg-quiet", variant="crng", kernel="k", accel="tcg",
-                        cmdline="", console_log=Path("c"), data_log=Path("d"))
-    record.tasks = {"trace": TaskOutput(
+    record = fake_record(tmp_path)
+    record.tasks["trace"] = TaskOutput(
         "trace", 0, ["@@SECTION kprobe_events",
                      *[f"p:kprobes/{n} x" for n in crngcheck.KEY_EVENTS],
                      "@@SECTION kprobe_profile",
                      *[f"  {n} 1 0" for n in crngcheck.KEY_EVENTS],
-                     "@@SECTION trace", TRACE_HEAD.format(len(lines), len(lines)), *lines])}
+                     "@@SECTION trace", TRACE_HEAD.format(len(lines), len(lines)), *lines])
     if why is None:
         assert [c.mixed() for c in crngcheck.assert_reseeds_mix_into_the_key(record)] == [True]
     else:

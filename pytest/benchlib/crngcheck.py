@@ -318,7 +318,8 @@ def reseed_after_3(record: BootRecord) -> tuple[KeyChange, int]:
     """The one reseed tried after the reseed to state 3 (RNDRESEEDCRNG, from task
     reseed), and the bits the input pool held for it: the kprobes' credits since
     the reseed to 3 returned (a reseed debits all the pool holds, at most its 256)."""
-    changes = key_changes(trace(record))
+    events = trace(record)
+    changes = key_changes(events)
     three = next((c for c in changes if c.full and c.happened), None)
     assert three is not None, f"no reseed to state 3 among the key events ({record.data_log})"
     later = [c for c in changes if c.t > three.end]
@@ -326,7 +327,7 @@ def reseed_after_3(record: BootRecord) -> tuple[KeyChange, int]:
         f"{len(later)} reseeds tried after state 3 ({[(c.t, c.ret) for c in later]}): not "
         "the one RNDRESEEDCRNG alone")
     assert_could_see(record, "cred")
-    held = sum(e.int("bits") for e in trace(record)
+    held = sum(e.int("bits") for e in events
                if e.event == "cred" and three.end < e.t < later[0].t)
     return later[0], min(held, POOL_BITS)
 

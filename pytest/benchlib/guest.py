@@ -113,17 +113,17 @@ def system_map(kernel: Path) -> Path:
     return path
 
 
-def resolve_symbols(text: str, kernel: Path) -> str:
+def resolve_symbols(text: str, kernel: Optional[Path]) -> str:
     """`text` with each @{SYMBOL} replaced by @0xADDRESS from the kernel's System.map."""
     wanted = set(SYMBOL_REF.findall(text))
     if not wanted:
         return text
-    found: dict[str, str] = {}
+    if kernel is None:
+        raise BenchError(f"a trace set reads kernel data ({', '.join(sorted(wanted))}): "
+                         "it needs the kernel it is for")
     path = system_map(kernel)
-    for line in path.read_text().splitlines():
-        address, _, name = line.split(maxsplit=2) if line.count(" ") >= 2 else ("", "", "")
-        if name in wanted:
-            found[name] = address
+    found = {fields[2]: fields[0] for fields in map(str.split, path.read_text().splitlines())
+             if len(fields) >= 3 and fields[2] in wanted}
     missing = sorted(wanted - set(found))
     if missing:
         raise BenchError(f"{path}: no symbol {', '.join(missing)} (asked for by a trace set)")
@@ -135,10 +135,9 @@ def trace_cmdline(name: str, kernel: Optional[Path] = None) -> str:
     before any user space runs; comma-separated fields, ';' between events. A set
     with "function" lines also starts the function tracer, filtered to those
     functions, in start_kernel (early_trace_init), before the first interrupt: it
-    records their calls (CPU and time, no arguments) where no kprobe exists yet."""
-    events = trace_events(name)
-    if kernel is not None:
-        events = [resolve_symbols(event, kernel) for event in events]
+    records their calls (CPU and time, no arguments) where no kprobe exists yet.
+    An event's @{SYMBOL} is read from the System.map beside `kernel`."""
+    probes = resolve_symbols(";".join(e.replace(" ", ",") for e in trace_events(name)), kernel)
     functions = trace_functions(name)
     # The global trace clock is printk's (local_clock()), so trace time stamps and
     # kernel log times can be compared. The ring buffer stays one page per CPU
@@ -146,7 +145,7 @@ def trace_cmdline(name: str, kernel: Optional[Path] = None) -> str:
     # or function) makes it trace_buf_size from the start.
     tracer = (f"ftrace=function ftrace_filter={','.join(functions)}" if functions
               else "ftrace=nop")
-    return (f"kprobe_event={';'.join(e.replace(' ', ',') for e in events)} "
+    return (f"kprobe_event={probes} "
             f"{tracer} trace_buf_size={TRACE_BUFFER} trace_clock=global bench.trace={name}")
 
 
