@@ -9,7 +9,7 @@ from benchlib.lrngcheck import (NODEREAD_BYTES, assert_each_entry_credited_or_st
                                 interrupts_used, seedings, windows)
 from benchlib.synthetic import lrngnoderead_record
 from benchlib.trace import TraceIncomplete, kprobe_misses, parse_trace
-from test_harness import TRACE_HEAD, trace_line
+from test_harness import TRACE_HEAD, function_line, trace_line
 
 
 
@@ -29,11 +29,22 @@ def pool_fill(cpu: int, t0: float, first: int, count: int) -> list[str]:
     return lines
 
 
+def boot_fill(cpu: int, t0: float, count: int) -> list[str]:
+    """`count` interrupts on `cpu` that only the function tracer saw (before the
+    kprobes existed): each entering and credited, no arguments."""
+    lines = []
+    for i in range(count):
+        t = t0 + i * 1e-4
+        lines += [function_line(cpu, t, "add_interrupt_randomness"),
+                  function_line(cpu, t + 1e-5, "lrng_pool_add_credited")]
+    return lines
+
+
 def test_harness_lrng_interrupts_during_a_pool_read_count_for_the_next() -> None:
     """Two interrupts credited on CPU 1 while CPU 0 reads the pool for the initial
     seed stay in the pool (the series took its count on entry): the trace counts
     them in the next window, where the series' own count agrees."""
-    lines = pool_fill(1, 1.0, 1, 40)                     # 40 in the pool, 32 used
+    lines = boot_fill(1, 1.0, 40)                        # 40 in the pool, 32 used
     lines += [trace_line(0, 1.1, "getpool", "")]
     lines += pool_fill(1, 1.101, 1, 2)                   # in flight: the series restarts
     lines += [trace_line(0, 1.11, "cred", "bits=28"), trace_line(0, 1.111, "stage", "stage=1")]
@@ -41,8 +52,40 @@ def test_harness_lrng_interrupts_during_a_pool_read_count_for_the_next() -> None
     lines += [trace_line(0, 3.0, "getpool", ""), trace_line(0, 3.01, "cred", "bits=113"),
               trace_line(0, 3.011, "stage", "stage=2")]
     initial, minimal = windows(parse_trace([TRACE_HEAD.format(len(lines), len(lines))] + lines))
-    assert (initial.stage, initial.counted, initial.pool, initial.used) == (1, None, 40, 32)
+    assert (initial.stage, initial.counted, initial.pool, initial.used) == (1, 40, None, 32)
     assert (minimal.stage, minimal.carried, minimal.counted, minimal.pool) == (2, 10, 128, 128)
+
+
+def first_read(t: float, bits: int) -> list[str]:
+    """A pool read the kprobes saw, its function tracer twin, and its stage."""
+    return [trace_line(0, t, "getpool", ""), function_line(0, t + 1e-5, "lrng_get_pool"),
+            trace_line(0, t + 2e-5, "cred", f"bits={bits}")]
+
+
+def test_harness_lrng_a_trace_from_boot_counts_the_first_window_itself() -> None:
+    """The function tracer saw 26 interrupts from boot; the kprobes, from fs_initcall,
+    7 more: the trace counts 33 where the series says 33, and a read that took
+    nothing (the DRBG's first seeding, below a word) leaves all 26 for the next."""
+    lines = boot_fill(1, 0.6, 26)
+    lines += first_read(2.0, 0)
+    lines += pool_fill(0, 2.6, 27, 7)
+    lines += first_read(2.7, 28) + [trace_line(0, 2.71, "stage", "stage=1")]
+    events = parse_trace([TRACE_HEAD.format(len(lines), len(lines))] + lines)
+    (initial,) = windows(events)
+    assert (initial.carried, initial.counted, initial.pool, initial.used) == (26, 33, 33, 32)
+    # Without the function tracer's calls the first window is not the trace's to count.
+    kprobes_only = [e for e in events if e.t >= 2.0]
+    assert windows(kprobes_only)[0].counted is None
+
+
+def test_harness_lrng_a_read_only_the_function_tracer_saw_makes_the_count_unknown() -> None:
+    """A read of the pool before the kprobes existed took what the trace cannot
+    know: the window after it is not counted."""
+    lines = boot_fill(1, 0.6, 40) + [function_line(0, 0.7, "lrng_get_pool")]
+    lines += pool_fill(0, 2.6, 9, 32)
+    lines += first_read(2.7, 28) + [trace_line(0, 2.71, "stage", "stage=1")]
+    (initial,) = windows(parse_trace([TRACE_HEAD.format(len(lines), len(lines))] + lines))
+    assert initial.counted is None
 
 
 @pytest.mark.parametrize("bits, num, den, used", [

@@ -8,12 +8,14 @@ from the fully seeded primary, is 6.1's "ready" ("node 0 seeded").
 
 Evidence comes from outside the series: the kernel log's order (the probe's
 /dev/kmsg markers against the stage messages) and a kprobe trace armed on the
-kernel command line (fixtures/trace-lrng). The probe runs before anything in the
+kernel command line (fixtures/trace-lrng-boot: the kprobes of trace-lrng, and the
+function tracer from boot on the interrupts' path). The probe runs before anything in the
 guest writes to a tty, so the stages are there to be seen; each boot stays up
 until fully seeded (console noise, started once the probe's early calls are in
 flight, supplies the interrupts). The headline crediting check also runs on
 test-lrng-fullbit, a kernel that credits a full bit per interrupt, where it must
-fail. The ABI tests (test_rng_abi.py) and the VMBus tests (test_vmbus.py) run for
+fail, as must test-lrng-earlyinit and test-lrng-earlymin at the first and second
+stages. The ABI tests (test_rng_abi.py) and the VMBus tests (test_vmbus.py) run for
 lrng as for every variant.
 """
 from __future__ import annotations
@@ -27,9 +29,15 @@ from benchlib.profiles import first_profile, get_profile, profiles_with, quiet_p
 from benchlib.record import BootRecord
 
 VARIANT = "lrng"
+# The tests' trace set: the kprobes, and the function tracer from boot (every
+# interrupt counted, those before the kprobes included).
+LRNG_TRACE = "lrng-boot"
 FULLBIT = "test-lrng-fullbit"
 # Minimally seeded after 64 interrupts (56 bits), not 128: wrong at stage 2 alone.
 EARLYMIN = "test-lrng-earlymin"
+# Each interrupt counted twice until initially seeded: wrong from stage 1 on, the
+# series' own count agreeing with itself.
+EARLYINIT = "test-lrng-earlyinit"
 # A kernel whose DRBG fails its known-answer test at boot (a wrong expected byte).
 KATFAIL = "test-lrng-katfail"
 INTERRUPT_ONLY = profiles_with(interrupt_only=True, hyperv=False)
@@ -52,7 +60,7 @@ KATFAIL_PROBE_TIMEOUT_S = 20
 @pytest.fixture(scope="module")
 def lrng_boot(boot_guest, bench_variant):
     """lrng_boot(profile, variant="lrng") -> the record of one traced boot (cached)."""
-    return tracedboot.cached(boot_guest, bench_variant, VARIANT, LRNG_TASKS)
+    return tracedboot.cached(boot_guest, bench_variant, VARIANT, LRNG_TASKS, trace=LRNG_TRACE)
 
 
 def ready(record: BootRecord) -> tuple[int, float]:
@@ -103,6 +111,14 @@ def test_lrng_negative_control_fullbit_fails_the_thresholds(lrng_boot) -> None:
     32 short of the seed's 288, however many more the pool held when it was read."""
     record = lrng_boot(QUIET[0], FULLBIT)
     with pytest.raises(AssertionError, match="fully seeded after"):
+        lrngcheck.assert_stage_thresholds(record)
+
+
+def test_lrng_negative_control_earlyinit_fails_the_thresholds(lrng_boot) -> None:
+    """Initially seeded on purpose from a pool the series counts as 32 interrupts
+    when half as many went in: only the trace's own count, from boot, sees it."""
+    record = lrng_boot(QUIET[0], EARLYINIT)
+    with pytest.raises(AssertionError, match="initially seeded after"):
         lrngcheck.assert_stage_thresholds(record)
 
 

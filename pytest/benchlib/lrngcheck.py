@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .record import BootRecord
-from .trace import TRACE_TASK, TraceEvent, blind_spots, kprobe_misses, trace_of, unarmed
+from .trace import (TRACE_TASK, TraceEvent, blind_spots, kprobe_misses, trace_of, twinless,
+                    unarmed)
 
 # The seed's numbers (kernel/patches/lrng): the primary DRBG's stages, by the
 # trace's stage number, and the interrupts each needs in the pool: a pool word
@@ -31,6 +32,31 @@ SELFTEST_PASSED = "passed"
 CREDITED = "icred"
 READ_START = "getpool"
 POOL_READ = "cred"
+# fixtures/trace-lrng-boot adds the function tracer from boot on the calls behind
+# the kprobes at the interrupt's path (made with interrupts off, so each pairs with
+# its kprobe twin) and on the pool's read (READ_FN, paired by time instead: a read
+# before the first kprobe event is one the kprobes could not see).
+FN_INTERRUPT = "add_interrupt_randomness"
+READ_FN = "lrng_get_pool"
+FN_TWINS = {FN_INTERRUPT: "air", "lrng_pool_stuck_rejected": "stuck",
+            "lrng_pool_add_credited": CREDITED}
+FUNCTION_EVENTS = set(FN_TWINS) | {READ_FN}
+
+
+def as_kprobe_events(events: list[TraceEvent]) -> list[TraceEvent]:
+    """The trace with each call the function tracer alone saw on the interrupt's
+    path renamed as its kprobe's event (without the kprobe's arguments), and its
+    twins of kprobe events dropped."""
+    return [dataclasses.replace(e, event=FN_TWINS.get(e.event, e.event))
+            for e in twinless(events, FN_TWINS)]
+
+
+def traced_from_boot(events: list[TraceEvent]) -> bool:
+    """Whether the function tracer recorded the interrupts from boot: its first
+    call of add_interrupt_randomness() precedes every kprobe event."""
+    first_call = next((e.t for e in events if e.event == FN_INTERRUPT), None)
+    first_kprobe = next((e.t for e in events if e.event not in FUNCTION_EVENTS), None)
+    return first_call is not None and (first_kprobe is None or first_call < first_kprobe)
 
 
 def trace(record: BootRecord) -> list[TraceEvent]:
@@ -50,6 +76,9 @@ def trace_misses(record: BootRecord) -> int:
 # The pool is read out in whole 32-bit words of folded bits: a read uses a multiple
 # of this many interrupts (drivers/char/lrng.c, lrng_get_pool()).
 POOL_WORD_BITS = 32
+# The pool's size: 128 words of folded bits, so it holds 4096 interrupts at most
+# (lrng_get_pool() caps its count there).
+POOL_BITS = 128 * POOL_WORD_BITS
 # Bits the LRNG credits per interrupt, as num/den of the seed (256/288).
 CREDIT_NUM, CREDIT_DEN = 256, 288
 # The series' count at a read (the icred events= of the last credit before it) can
@@ -126,17 +155,28 @@ def windows(events: list[TraceEvent]) -> list[Window]:
 
     lrng_get_pool() takes the pool's count first thing: an interrupt credited while a
     read runs (between its entry, READ_START, and its return, POOL_READ) stays in
-    the pool for the next read, whichever CPU it came on. The trace counts it there."""
+    the pool for the next read, whichever CPU it came on. The trace counts it there.
+
+    A trace with the function tracer from boot (trace-lrng-boot) starts from an
+    empty pool; one without it, from a pool holding the interrupts from before the
+    kprobes (unknown). So does a trace after a read only the function tracer saw."""
     found: list[Window] = []
     entered = stuck = 0
-    carried: Optional[int] = None       # before the first read: from before the trace
+    # interrupts in the pool before the first read: none at boot, unknown otherwise
+    carried: Optional[int] = 0 if traced_from_boot(events) else None
+    first_kprobe = next((e.t for e in events if e.event not in FUNCTION_EVENTS), None)
     pool: Optional[int] = None          # the series' count, once an icred event told it
     reading = False
     flight_entered = flight_stuck = 0   # interrupts while a read runs
     rate = (CREDIT_NUM, CREDIT_DEN)     # bits per interrupt, as the last icred said
     last_read: Optional[Window] = None
-    for e in events:
-        if e.event == READ_START:
+    for e in as_kprobe_events(events):
+        if e.event == READ_FN:
+            if first_kprobe is None or e.t < first_kprobe:
+                # a read no kprobe saw: what it took, and so what it left, is unknown
+                carried = None
+                entered = stuck = 0
+        elif e.event == READ_START:
             reading = True
         elif e.event == "air":
             if reading:
@@ -149,14 +189,19 @@ def windows(events: list[TraceEvent]) -> list[Window]:
             else:
                 stuck += 1
         elif e.event == CREDITED:
-            rate = (e.int("num"), e.int("den"))
-            if not reading:
+            # (a call the function tracer alone saw has no arguments)
+            if "num" in e.args:
+                rate = (e.int("num"), e.int("den"))
+            if not reading and "events" in e.args:
                 pool = e.int("events")
         elif e.event == POOL_READ:
             used = interrupts_used(e.int("bits"), *rate)
             last_read = Window(0, e.t, entered, stuck, carried, pool, used)
-            carried = (None if pool is None
-                       else max(pool - used, 0) + flight_entered - flight_stuck)
+            # what the read left, by the trace's count (the pool holds POOL_BITS
+            # interrupts at most), and what came in while it ran
+            counted = last_read.counted
+            carried = (None if counted is None
+                       else max(min(counted, POOL_BITS) - used, 0) + flight_entered - flight_stuck)
             entered = stuck = flight_entered = flight_stuck = 0
             pool = None
             reading = False
@@ -166,17 +211,17 @@ def windows(events: list[TraceEvent]) -> list[Window]:
 
 
 def assert_stage_thresholds(record: BootRecord) -> list[Window]:
-    """From the trace: every interrupt was credited once or rejected as stuck; the
-    stages came in order, each once; each stage's read took a pool that held the
-    seed's number of non-stuck interrupts (32, 128, 288). Where the trace can count
-    the pool itself (every interrupt since a read whose pool count is known), its
-    count must equal the series' own and meet the threshold; fully seeded must be
-    such a window. Elsewhere (interrupts from before the trace) the series' count
-    must meet it and not be below the trace's."""
+    """From a trace that counts from boot (trace-lrng-boot): every interrupt was
+    credited once or rejected as stuck; the stages came in order, each once; the
+    read behind each stage took a pool that held the seed's number of non-stuck
+    interrupts (32, 128, 288) by the trace's own count, and took the seed's worth
+    of credited bits. The series' own pool count is only checked against the
+    trace's, never used to judge."""
     events = trace(record)
     missed = trace_misses(record)
-    flight = in_flight(events)
-    assert_each_entry_credited_or_stuck(events, missed)
+    seen = as_kprobe_events(events)
+    flight = in_flight(seen)
+    assert_each_entry_credited_or_stuck(seen, missed)
     found = windows(events)
     assert found, f"no stage of the primary DRBG in the trace ({record.data_log})"
     stages = [w.stage for w in found]
@@ -190,19 +235,14 @@ def assert_stage_thresholds(record: BootRecord) -> list[Window]:
             f"{STAGE_NAMES[w.stage]} after {w.used} interrupts' worth of credited bits "
             f"(the bits its read returned, at the credit events' rate), below the "
             f"seed's {need}: {w}")
-        if w.counted is not None:
-            assert w.pool is not None and abs(w.pool - w.counted) <= flight + missed, (
-                f"the series' pool count is not the trace's: {w}; kprobes missed {missed}")
-            have = w.counted
-        else:
-            assert w.stage != max(STAGE_INTERRUPTS), (
-                f"the trace cannot count the interrupts behind {STAGE_NAMES[w.stage]}: {w}")
-            have = max(w.pool or 0, w.used)
-            assert have >= w.entered - w.stuck - flight, (
-                f"the series counted fewer interrupts than the trace saw enter: {w}")
-        assert have + missed >= need, (
-            f"{STAGE_NAMES[w.stage]} after {have} non-stuck interrupts, below the seed's "
-            f"{need}: {w}; kprobes missed {missed}")
+        assert w.counted is not None, (
+            f"the trace cannot count the interrupts behind {STAGE_NAMES[w.stage]} (not "
+            f"traced from boot, fixtures/trace-lrng-boot, or a read the kprobes missed): {w}")
+        assert w.counted + missed >= need, (
+            f"{STAGE_NAMES[w.stage]} after {w.counted} non-stuck interrupts by the trace, "
+            f"below the seed's {need}: {w}; kprobes missed {missed}")
+        assert w.pool is not None and abs(w.pool - w.counted) <= flight + missed, (
+            f"the series' pool count is not the trace's: {w}; kprobes missed {missed}")
     assert max(stages) == max(STAGE_INTERRUPTS), (
         f"the trace saw stages {stages}, not {STAGE_NAMES[max(STAGE_INTERRUPTS)]}")
     return found

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from . import trace
 from .trace import TraceEvent
 
 # drivers/char/random.c: the fast pool's count is a u32 whose bit 31 is
@@ -101,17 +102,8 @@ class Spill:
 
 
 def twinless(events: list[TraceEvent]) -> list[TraceEvent]:
-    """The events without the function tracer's twins of kprobe events: a call
-    traced by both (the kprobe's event just before the call's on its CPU) is kept
-    once, as the kprobe saw it."""
-    kept: list[TraceEvent] = []
-    last_on: dict[int, str] = {}
-    for event in events:
-        twin = ENTRY_TWINS.get(event.event)
-        if twin is None or last_on.get(event.cpu) != twin:
-            kept.append(event)
-        last_on[event.cpu] = event.event
-    return kept
+    """The events without the function tracer's twins of the crng kprobes."""
+    return trace.twinless(events, ENTRY_TWINS)
 
 
 def spills(events: list[TraceEvent]) -> list[Spill]:

@@ -114,6 +114,29 @@ def blind_spots(sections: dict[str, list[str]], names: Iterable[str]) -> list[st
                       for n, count in missed_hits(sections, names).items()]
 
 
+# ---- The function tracer's twins ---------------------------------------------------------
+
+# A trace set's "function" lines have the function tracer record calls from boot,
+# long before the kprobes exist (fs_initcall). Once they do, a call that a kprobe at
+# the function's entry also sees is recorded twice: the kprobe's event, then on the
+# same CPU the function tracer's. Only calls made with interrupts off (an interrupt
+# handler's) can be paired this way: nothing else runs on that CPU between the two.
+
+def twinless(events: list[TraceEvent], twins: dict[str, str]) -> list[TraceEvent]:
+    """The events without the function tracer's twins of kprobe events (`twins`:
+    function name -> the kprobe event at its entry): a call traced by both (the
+    kprobe's event just before the call's on its CPU) is kept once, as the kprobe
+    saw it."""
+    kept: list[TraceEvent] = []
+    last_on: dict[int, str] = {}
+    for event in events:
+        twin = twins.get(event.event)
+        if twin is None or last_on.get(event.cpu) != twin:
+            kept.append(event)
+        last_on[event.cpu] = event.event
+    return kept
+
+
 def trace_of(sections: dict[str, list[str]]) -> list[TraceEvent]:
     if "trace" not in sections:
         raise TraceIncomplete("the trace task printed no trace section")
