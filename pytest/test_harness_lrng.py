@@ -88,6 +88,18 @@ def test_harness_lrng_a_read_only_the_function_tracer_saw_makes_the_count_unknow
     assert initial.counted is None
 
 
+def test_harness_lrng_a_credit_the_kprobes_missed_is_counted_and_unknown_to_the_series() -> None:
+    """An interrupt whose kprobes missed their hit (inside another kprobe's handler)
+    is in the trace as the function tracer's calls: the trace counts it, and the
+    series' count at the read is unknown (its last fetch is stale), not compared."""
+    lines = boot_fill(1, 0.6, 30)
+    lines += pool_fill(0, 2.6, 31, 1)
+    lines += boot_fill(0, 2.65, 1)                       # the missed hit
+    lines += first_read(2.7, 28) + [trace_line(0, 2.71, "stage", "stage=1")]
+    (initial,) = windows(parse_trace([TRACE_HEAD.format(len(lines), len(lines))] + lines))
+    assert (initial.counted, initial.pool) == (32, None)
+
+
 @pytest.mark.parametrize("bits, num, den, used", [
     (28, 256, 288, 32), (113, 256, 288, 128), (256, 256, 288, 288),
     # test-lrng-fullbit credits a full bit: a read of 32 bits took 32 interrupts

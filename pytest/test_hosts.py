@@ -100,10 +100,13 @@ def measured(found: dict) -> dict[str, list[tuple]]:
         for b in c["boots"]) for c in found["cells"]}
 
 
-def test_hosts_two_endpoints_give_the_same_verdicts(one_and_two: tuple[dict, dict]) -> None:
-    """The budgets make one cell ok and one over budget on any host: the verdicts
-    must agree, and so must what each boot measured (a boot on the second host,
-    uploaded and streamed, gives every figure a local boot gives)."""
+def test_hosts_two_endpoints_judge_and_measure_alike(one_and_two: tuple[dict, dict]) -> None:
+    """The budgets (120 s, which every boot meets, and 0.001 s, which none can) force
+    one cell ok and one over budget on any host: equal verdicts show that each
+    run judged its boots by the same budgets and reported both outcomes, not that
+    two hosts agree on a close call (a timing claim, for reports). What is compared
+    boot by boot is what each measured: a boot on the second host, uploaded and
+    streamed, gives every figure a local boot gives."""
     one, two = one_and_two
     kinds = verdict_kinds(one)
     assert set(kinds.values()) >= {"ok", "over budget"}, (

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchlib import lrngcheck, milestones, tracedboot
+from benchlib import lrngcheck, milestones, tracedboot, wakes
 from benchlib.ordering import (assert_nonblock_eagain_until_ready, blocking_return_time,
                                ready_position)
 from benchlib.profiles import first_profile, get_profile, profiles_with, quiet_profiles
@@ -38,12 +38,19 @@ EARLYMIN = "test-lrng-earlymin"
 # Each interrupt counted twice until initially seeded: wrong from stage 1 on, the
 # series' own count agreeing with itself.
 EARLYINIT = "test-lrng-earlyinit"
+# Blocked readers woken a second after readiness (a delayed work): late on purpose.
+LATEWAKE = "test-lrng-latewake"
 # A kernel whose DRBG fails its known-answer test at boot (a wrong expected byte).
 KATFAIL = "test-lrng-katfail"
 INTERRUPT_ONLY = profiles_with(interrupt_only=True, hyperv=False)
 HYPERV_INTERRUPT_ONLY = profiles_with(interrupt_only=True, hyperv=True)
 DIRECT_SEED = profiles_with(interrupt_only=False, hyperv=False, numa_nodes=1)
 QUIET = quiet_profiles()
+# Interrupt timing that follows the instruction count (-icount): the same number of
+# interrupts before the DRBGs' first seeding at every boot (30, so test-lrng-earlyinit
+# is initially seeded below the 32 it should wait for, every time).
+DETERMINISTIC = first_profile(profiles_with(interrupt_only=True, hyperv=False,
+                                            deterministic=True), "a deterministic (-icount) one")
 NUMA = profiles_with(numa_nodes=2, hyperv=False)
 # A guest with the CPU's RNG (RDRAND/RDSEED) and one without, both traced anyway.
 # Ready at once, so that nothing but the writes below is in question.
@@ -98,6 +105,30 @@ def test_lrng_blocking_getrandom_returns_at_fully_seeded(lrng_boot, profile: str
     blocking_return_time(record, ready(record), record.spec().ready, must_start_before=True)
 
 
+def assert_blocking_woken_at_ready(record: BootRecord) -> str:
+    """The blocked reader was woken at readiness (before node 0's message), never
+    after it; says by what."""
+    at = ready(record)
+    woken = wakes.assert_not_woken_after_ready(record, at[1], record.spec().ready)
+    assert woken, (f"the blocked reader was never woken: the LRNG's readers sleep until "
+                   f"woken ({record.data_log})")
+    return f"woken at {woken.t:.6f} s by {wakes.waker(woken)}"
+
+
+@pytest.mark.parametrize("profile", QUIET)
+def test_lrng_blocking_getrandom_woken_at_ready_not_later(lrng_boot, profile: str) -> None:
+    print(f"\n{profile}: {assert_blocking_woken_at_ready(lrng_boot(profile))}")
+
+
+def test_lrng_negative_control_latewake_wakes_after_ready(lrng_boot) -> None:
+    """Blocked readers woken a second after readiness on purpose: the check from
+    above must fail, where the one from below passes."""
+    record = lrng_boot(QUIET[0], LATEWAKE)
+    blocking_return_time(record, ready(record), record.spec().ready, must_start_before=True)
+    with pytest.raises(AssertionError, match="slept on past"):
+        assert_blocking_woken_at_ready(record)
+
+
 # ---- Crediting, seen by kprobes -----------------------------------------------------------
 
 @pytest.mark.parametrize("profile", INTERRUPT_ONLY)
@@ -116,8 +147,10 @@ def test_lrng_negative_control_fullbit_fails_the_thresholds(lrng_boot) -> None:
 
 def test_lrng_negative_control_earlyinit_fails_the_thresholds(lrng_boot) -> None:
     """Initially seeded on purpose from a pool the series counts as 32 interrupts
-    when half as many went in: only the trace's own count, from boot, sees it."""
-    record = lrng_boot(QUIET[0], EARLYINIT)
+    when fewer went in: only the trace's own count, from boot, sees it. (The first
+    seeding waits for the DRBGs, at late_initcall, with every interrupt since boot
+    in the pool: in a deterministic profile always the same number, below 32.)"""
+    record = lrng_boot(DETERMINISTIC, EARLYINIT)
     with pytest.raises(AssertionError, match="initially seeded after"):
         lrngcheck.assert_stage_thresholds(record)
 

@@ -9,6 +9,7 @@ import statistics
 
 import pytest
 
+from benchlib import wakes
 from benchlib.ordering import (assert_nonblock_eagain_until_ready, blocking_return_time,
                                ready_position)
 from benchlib.profiles import first_profile, profiles_with, quiet_profiles
@@ -16,6 +17,10 @@ from benchlib.record import BootRecord
 from benchlib.variants import CUSTOM
 
 READY = "random: crng init done"
+# The probe's wakes and the jitter generator's timer, traced (benchlib/wakes.py).
+WAKES_TRACE = "stock-wakes"
+# Blocked readers run the jitter loop a second past readiness: late on purpose.
+LATEJITTER = "test-stock-latejitter"
 QUIET = first_profile(quiet_profiles(), "a quiet one")
 VIRTIO = first_profile(profiles_with(virtio_rng=True, hyperv=False, numa_nodes=1),
                        "virtio-rng, no Hyper-V, one NUMA node")
@@ -56,6 +61,41 @@ def test_stock_nonblock_eagain_until_crng_init_done(quiet_probe: BootRecord) -> 
 
 def test_stock_blocking_getrandom_returns_when_ready(quiet_probe: BootRecord) -> None:
     blocking_return_time(quiet_probe, ready(quiet_probe), READY)
+
+
+@pytest.fixture(scope="module")
+def traced_quiet_probe(boot_guest, stock_kernel) -> BootRecord:
+    """quiet_probe's boot with the probe's wakes and the jitter timer traced."""
+    return boot_guest(QUIET, tasks=["probe"], params={"probe": "bi"}, trace=WAKES_TRACE,
+                      **stock_kernel)
+
+
+def assert_blocking_returns_at_ready(record: BootRecord) -> str:
+    """A blocking getrandom() that began before readiness returned at it: not before
+    (the kernel log's order), not after (it did not sleep on past the ready message,
+    and its jitter loop stopped there). Says how it waited."""
+    at = ready(record)
+    blocking_return_time(record, at, READY)
+    woken = wakes.assert_not_woken_after_ready(record, at[1], READY)
+    polled = wakes.assert_jitter_stopped_at_ready(record, at[1], READY)
+    return (f"{polled} jitter timer calls before '{READY}'; "
+            + (f"last woken at {woken.t:.6f} s by {wakes.waker(woken)}" if woken
+               else "never woken: it polled"))
+
+
+def test_stock_blocking_getrandom_returns_at_ready_not_later(traced_quiet_probe) -> None:
+    print(f"\n{assert_blocking_returns_at_ready(traced_quiet_probe)}")
+
+
+@pytest.mark.benchkernels
+def test_stock_negative_control_latejitter_returns_late(boot_guest) -> None:
+    """Blocked readers that run the jitter loop a second past readiness on purpose:
+    the check from above must fail, where the one from below passes."""
+    record = boot_guest(QUIET, tasks=["probe"], params={"probe": "bi"}, trace=WAKES_TRACE,
+                        variant=LATEJITTER)
+    blocking_return_time(record, ready(record), READY)
+    with pytest.raises(AssertionError, match="jitter loop ran on past"):
+        assert_blocking_returns_at_ready(record)
 
 
 def test_stock_blocking_getrandom_interrupted_by_signal(quiet_probe: BootRecord) -> None:

@@ -96,6 +96,25 @@ def trace_functions(name: str) -> list[str]:
     return trace_set_lines(name, "function")
 
 
+def trace_wakes(name: str) -> list[str]:
+    """The task names whose wakes a trace set has the guest trace ("wakes" lines;
+    one at most: the init filters on one name)."""
+    names = trace_set_lines(name, "wakes")
+    if len(names) > 1:
+        raise BenchError(f"trace set '{name}': more than one \"wakes\" line ({', '.join(names)})")
+    return names
+
+
+def trace_options(name: Optional[str]) -> list[str]:
+    """What a trace set needs of a kernel's config: kprobe events; the function
+    tracer for its "function" lines; stack traces (the wakes' trigger) for "wakes"."""
+    if not name:
+        return []
+    return (["CONFIG_KPROBE_EVENTS"]
+            + (["CONFIG_FUNCTION_TRACER"] if trace_functions(name) else [])
+            + (["CONFIG_STACKTRACE"] if trace_wakes(name) else []))
+
+
 # A trace set's "@{SYMBOL}" is the address of a kernel data symbol, as a kprobe
 # fetch argument (@ADDR) reads it: fetch arguments name data symbols only with
 # CONFIG_KALLSYMS_ALL, which the bench's kernels lack; they have no KASLR, so the
@@ -136,6 +155,7 @@ def trace_cmdline(name: str, kernel: Optional[Path] = None) -> str:
     with "function" lines also starts the function tracer, filtered to those
     functions, in start_kernel (early_trace_init), before the first interrupt: it
     records their calls (CPU and time, no arguments) where no kprobe exists yet.
+    A "wakes COMM" line has the init trace those tasks' wakes (bench.wakes).
     An event's @{SYMBOL} is read from the System.map beside `kernel`."""
     probes = resolve_symbols(";".join(e.replace(" ", ",") for e in trace_events(name)), kernel)
     functions = trace_functions(name)
@@ -145,8 +165,12 @@ def trace_cmdline(name: str, kernel: Optional[Path] = None) -> str:
     # or function) makes it trace_buf_size from the start.
     tracer = (f"ftrace=function ftrace_filter={','.join(functions)}" if functions
               else "ftrace=nop")
+    # A "wakes COMM" line: the init traces the wakes of the tasks named COMM, each
+    # with the waker's stack (sched_waking, filtered in the guest: fixtures/init).
+    wakes = "".join(f" bench.wakes={comm}" for comm in trace_wakes(name))
     return (f"kprobe_event={probes} "
-            f"{tracer} trace_buf_size={TRACE_BUFFER} trace_clock=global bench.trace={name}")
+            f"{tracer} trace_buf_size={TRACE_BUFFER} trace_clock=global bench.trace={name}"
+            f"{wakes}")
 
 
 @dataclass

@@ -30,9 +30,8 @@ IKCONFIG_START, IKCONFIG_END = b"IKCFG_ST", b"IKCFG_ED"
 # the x86 boot code can decompress that Python's standard library reads too.
 PAYLOAD_MAGICS = {b"\x1f\x8b\x08": "gzip", b"\xfd7zXZ\x00": "xz"}
 
-# What the bench's own tasks need of a kernel, beyond booting: the boot-time trace
-# (kprobe_event=) and the kprobe hist sets of the credit windows.
-TRACE_OPTIONS = ("CONFIG_KPROBE_EVENTS",)
+# What the bench's own tasks need of a kernel, beyond booting: the kprobe hist sets
+# of the credit windows (a trace set's needs: benchlib/guest.py, trace_options()).
 KPROBE_HIST_OPTIONS = ("CONFIG_KPROBE_EVENTS", "CONFIG_HIST_TRIGGERS")
 KPROBE_HIST_TASKS = ("credit", "vmbus", "vmbus_sint")
 
@@ -81,12 +80,11 @@ def find(image: Path, extra_dirs: Iterable[Path] = ()) -> tuple[Optional[Config]
     return None, f"no config-{release or '?'} beside {image} or in {BOOT_DIR}, none embedded"
 
 
-def needed(capabilities: Capabilities, tasks: Iterable[str], trace: Optional[str]) -> list[str]:
-    """The options a boot needs: its profile's devices (modules.DRIVERS) and what its
-    tasks trace."""
-    options = required_options(capabilities, tasks)
-    if trace:
-        options += TRACE_OPTIONS
+def needed(capabilities: Capabilities, tasks: Iterable[str],
+           trace_options: Iterable[str] = ()) -> list[str]:
+    """The options a boot needs: its profile's devices (modules.DRIVERS), what its
+    tasks trace and what its trace set needs (`trace_options`)."""
+    options = required_options(capabilities, tasks) + list(trace_options)
     if set(tasks) & set(KPROBE_HIST_TASKS):
         options += KPROBE_HIST_OPTIONS
     return list(dict.fromkeys(options))

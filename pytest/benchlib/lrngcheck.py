@@ -65,10 +65,15 @@ def trace(record: BootRecord) -> list[TraceEvent]:
     return events
 
 
-def trace_misses(record: BootRecord) -> int:
-    """Hits the trace set's kprobes missed over the boot (each one an event the
-    trace lacks, so a count of interrupts may be short by this many)."""
-    return sum(kprobe_misses(record.finished_task(TRACE_TASK).sections()).values())
+def trace_misses(record: BootRecord, events: Optional[list[TraceEvent]] = None) -> int:
+    """Hits the trace set's kprobes missed over the boot that the trace lacks
+    altogether (so a count of interrupts may be short by this many). Given the
+    events of a trace from boot, a missed hit of a kprobe with a function tracer
+    twin is not counted: the call is in the trace (the function tracer records it
+    when the kprobe, inside another kprobe's handler on that CPU, cannot)."""
+    misses = kprobe_misses(record.finished_task(TRACE_TASK).sections())
+    covered = set(FN_TWINS.values()) if events is not None and traced_from_boot(events) else set()
+    return sum(count for name, count in misses.items() if name not in covered)
 
 
 # ---- Stage thresholds ----------------------------------------------------------------
@@ -189,11 +194,12 @@ def windows(events: list[TraceEvent]) -> list[Window]:
             else:
                 stuck += 1
         elif e.event == CREDITED:
-            # (a call the function tracer alone saw has no arguments)
+            # A call the function tracer alone saw (before the kprobes, or a hit they
+            # missed) has no arguments: the series' count is unknown until the next.
             if "num" in e.args:
                 rate = (e.int("num"), e.int("den"))
-            if not reading and "events" in e.args:
-                pool = e.int("events")
+            if not reading:
+                pool = e.int("events") if "events" in e.args else None
         elif e.event == POOL_READ:
             used = interrupts_used(e.int("bits"), *rate)
             last_read = Window(0, e.t, entered, stuck, carried, pool, used)
@@ -215,10 +221,10 @@ def assert_stage_thresholds(record: BootRecord) -> list[Window]:
     credited once or rejected as stuck; the stages came in order, each once; the
     read behind each stage took a pool that held the seed's number of non-stuck
     interrupts (32, 128, 288) by the trace's own count, and took the seed's worth
-    of credited bits. The series' own pool count is only checked against the
-    trace's, never used to judge."""
+    of credited bits. The series' own pool count, where the kprobes fetched it, is
+    only checked against the trace's, never used to judge."""
     events = trace(record)
-    missed = trace_misses(record)
+    missed = trace_misses(record, events)
     seen = as_kprobe_events(events)
     flight = in_flight(seen)
     assert_each_entry_credited_or_stuck(seen, missed)
@@ -241,7 +247,9 @@ def assert_stage_thresholds(record: BootRecord) -> list[Window]:
         assert w.counted + missed >= need, (
             f"{STAGE_NAMES[w.stage]} after {w.counted} non-stuck interrupts by the trace, "
             f"below the seed's {need}: {w}; kprobes missed {missed}")
-        assert w.pool is not None and abs(w.pool - w.counted) <= flight + missed, (
+        # The series' count, where the kprobes fetched it after the last credit
+        # before the read, only checked against the trace's.
+        assert w.pool is None or abs(w.pool - w.counted) <= flight + missed, (
             f"the series' pool count is not the trace's: {w}; kprobes missed {missed}")
     assert max(stages) == max(STAGE_INTERRUPTS), (
         f"the trace saw stages {stages}, not {STAGE_NAMES[max(STAGE_INTERRUPTS)]}")

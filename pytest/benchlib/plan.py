@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 from . import paths
 from .errors import MissingOptions
-from .guest import BootRequest, choose_emulator
+from .guest import BootRequest, choose_emulator, trace_options
 from .kernels import variant_kernel
 from .profiles import Profile
 from .userkernel import KernelUnderTest
@@ -40,7 +40,8 @@ def request(profile: Profile, *, outdir: Path, variant: Optional[str] = None,
     fields.setdefault("emulator", choose_emulator(profile, accel))
     tasks = fields.setdefault("tasks", list(DEFAULT_TASKS))
     if under_test is not None:
-        missing = under_test.missing_options(profile.caps, tasks, fields.get("trace"))
+        missing = under_test.missing_options(profile.caps, tasks,
+                                             trace_options(fields.get("trace")))
         if missing:
             raise MissingOptions(under_test.skip_reason(profile.name, missing))
         variant = variant or under_test.label

@@ -6,9 +6,10 @@ code paths as they ran, never from counters the code under test keeps about itse
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Optional
 
 TRACE_TASK = "trace"
 EVENT_LINE = re.compile(r"^\s*(?P<comm>.*)-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s+\S+\s+"
@@ -17,6 +18,13 @@ EVENT_LINE = re.compile(r"^\s*(?P<comm>.*)-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s+\S+
 # "FUNC <-CALLER", no arguments. Its event is named by the function.
 FUNCTION_LINE = re.compile(r"^\s*(?P<comm>.*)-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s+\S+\s+"
                            r"(?P<ts>\d+\.\d+):\s+(?P<event>\w+)(?:\.\w+)*\s+<-(?P<where>\S+)$")
+# A tracepoint's line (a trace set's "wakes" line: sched_waking), "name: field=value ...".
+TRACEPOINT_LINE = re.compile(r"^\s*(?P<comm>.*)-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s+\S+\s+"
+                             r"(?P<ts>\d+\.\d+):\s+(?P<event>\w+):\s+(?P<args>\S+=.*)$")
+# A stacktrace trigger's entry: "<stack trace>", then one " => FUNC" line per frame;
+# it belongs to the event just before it on the same CPU.
+STACK_START = re.compile(r"^\s*.*-\d+\s+\[(?P<cpu>\d+)\]\s+\S+\s+\d+\.\d+:\s+<stack trace>$")
+STACK_FRAME = re.compile(r"^ => (?P<function>\S+)")
 ENTRIES = re.compile(r"entries-in-buffer/entries-written:\s+(\d+)/(\d+)")
 
 
@@ -33,6 +41,7 @@ class TraceEvent:
     pid: int = 0             # the task the event ran in
     comm: str = ""           # its name, as the trace's comm cache had it
     where: str = ""          # "func+off/size", or "caller+off/size <- func" on return
+    stack: tuple[str, ...] = ()   # a stacktrace trigger's frames, innermost first
 
     def int(self, key: str) -> int:
         return int(self.args[key], 0)
@@ -40,21 +49,35 @@ class TraceEvent:
 
 def parse_trace(lines: list[str]) -> list[TraceEvent]:
     """Events in time order; TraceIncomplete if the buffer lost any."""
-    events = []
+    events: list[TraceEvent] = []
     written = None
+    last_on: dict[int, int] = {}        # CPU -> index of its latest event
+    stack_of: Optional[int] = None      # the event whose stack is being read
     for line in lines:
         entries = ENTRIES.search(line)
         if entries:
             written = (int(entries.group(1)), int(entries.group(2)))
             continue
-        match = EVENT_LINE.match(line) or FUNCTION_LINE.match(line)
+        frame = STACK_FRAME.match(line)
+        if frame and stack_of is not None:
+            event = events[stack_of]
+            events[stack_of] = dataclasses.replace(event,
+                                                   stack=event.stack + (frame.group("function"),))
+            continue
+        stack = STACK_START.match(line)
+        if stack:
+            stack_of = last_on.get(int(stack.group("cpu")))
+            continue
+        stack_of = None
+        match = EVENT_LINE.match(line) or FUNCTION_LINE.match(line) or TRACEPOINT_LINE.match(line)
         if not match:
             continue
         args = dict(word.split("=", 1) for word in (match.groupdict().get("args") or "").split()
                     if "=" in word)
+        last_on[int(match.group("cpu"))] = len(events)
         events.append(TraceEvent(int(match.group("cpu")), float(match.group("ts")),
                                  match.group("event"), args, int(match.group("pid")),
-                                 match.group("comm").strip(), match.group("where")))
+                                 match.group("comm").strip(), match.groupdict().get("where") or ""))
     if written is None:
         raise TraceIncomplete("no trace header (entries-in-buffer/entries-written)")
     if written[0] != written[1]:

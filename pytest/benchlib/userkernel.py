@@ -34,12 +34,13 @@ class KernelUnderTest:
     config_source: str = ""            # where the config was read, or why none was
 
     def missing_options(self, capabilities: Capabilities, tasks: Iterable[str],
-                        trace: Optional[str]) -> list[str]:
+                        trace_options: Iterable[str] = ()) -> list[str]:
         """Options a boot needs that this kernel lacks ([] when its config is unknown:
-        a kernel the bench built has everything its tests need)."""
+        a kernel the bench built has everything its tests need); trace_options: its
+        trace set's (guest.trace_options())."""
         if self.config is None:
             return []
-        return kconfig.missing(self.config, kconfig.needed(capabilities, tasks, trace))
+        return kconfig.missing(self.config, kconfig.needed(capabilities, tasks, trace_options))
 
     def skip_reason(self, profile: str, missing: list[str]) -> str:
         return (f"kernel {self.version.split(' ', 1)[0] or self.image} lacks "
