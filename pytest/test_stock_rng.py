@@ -43,10 +43,14 @@ def stock_kernel(request, kernel_under_test) -> dict[str, str]:
     return STOCK_KERNELS[request.param]
 
 
+def probe_boot(boot_guest, **fields: object) -> BootRecord:
+    """A quiet profile, probe with the EINTR child first and then a blocking child."""
+    return boot_guest(QUIET, tasks=["probe"], params={"probe": "bi"}, **fields)
+
+
 @pytest.fixture(scope="module")
 def quiet_probe(boot_guest, stock_kernel) -> BootRecord:
-    """A quiet profile, probe with the EINTR child first and then a blocking child."""
-    return boot_guest(QUIET, tasks=["probe"], params={"probe": "bi"}, **stock_kernel)
+    return probe_boot(boot_guest, **stock_kernel)
 
 
 def ready(record: BootRecord) -> tuple[int, float]:
@@ -66,8 +70,7 @@ def test_stock_blocking_getrandom_returns_when_ready(quiet_probe: BootRecord) ->
 @pytest.fixture(scope="module")
 def traced_quiet_probe(boot_guest, stock_kernel) -> BootRecord:
     """quiet_probe's boot with the probe's wakes and the jitter timer traced."""
-    return boot_guest(QUIET, tasks=["probe"], params={"probe": "bi"}, trace=WAKES_TRACE,
-                      **stock_kernel)
+    return probe_boot(boot_guest, trace=WAKES_TRACE, **stock_kernel)
 
 
 def assert_blocking_returns_at_ready(record: BootRecord) -> str:
@@ -91,8 +94,7 @@ def test_stock_blocking_getrandom_returns_at_ready_not_later(traced_quiet_probe)
 def test_stock_negative_control_latejitter_returns_late(boot_guest) -> None:
     """Blocked readers that run the jitter loop a second past readiness on purpose:
     the check from above must fail, where the one from below passes."""
-    record = boot_guest(QUIET, tasks=["probe"], params={"probe": "bi"}, trace=WAKES_TRACE,
-                        variant=LATEJITTER)
+    record = probe_boot(boot_guest, trace=WAKES_TRACE, variant=LATEJITTER)
     blocking_return_time(record, ready(record), READY)
     with pytest.raises(AssertionError, match="jitter loop ran on past"):
         assert_blocking_returns_at_ready(record)

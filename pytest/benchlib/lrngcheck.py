@@ -51,11 +51,16 @@ def as_kprobe_events(events: list[TraceEvent]) -> list[TraceEvent]:
             for e in twinless(events, FN_TWINS)]
 
 
+def first_kprobe_event(events: list[TraceEvent]) -> Optional[float]:
+    """The time of the trace's first kprobe event (not a function tracer call)."""
+    return next((e.t for e in events if e.event not in FUNCTION_EVENTS), None)
+
+
 def traced_from_boot(events: list[TraceEvent]) -> bool:
     """Whether the function tracer recorded the interrupts from boot: its first
     call of add_interrupt_randomness() precedes every kprobe event."""
     first_call = next((e.t for e in events if e.event == FN_INTERRUPT), None)
-    first_kprobe = next((e.t for e in events if e.event not in FUNCTION_EVENTS), None)
+    first_kprobe = first_kprobe_event(events)
     return first_call is not None and (first_kprobe is None or first_call < first_kprobe)
 
 
@@ -169,7 +174,7 @@ def windows(events: list[TraceEvent]) -> list[Window]:
     entered = stuck = 0
     # interrupts in the pool before the first read: none at boot, unknown otherwise
     carried: Optional[int] = 0 if traced_from_boot(events) else None
-    first_kprobe = next((e.t for e in events if e.event not in FUNCTION_EVENTS), None)
+    first_kprobe = first_kprobe_event(events)
     pool: Optional[int] = None          # the series' count, once an icred event told it
     reading = False
     flight_entered = flight_stuck = 0   # interrupts while a read runs

@@ -10,6 +10,10 @@ from typing import Callable
 
 from .record import BootRecord, kmsg_position
 
+# The probe's /dev/kmsg marker once its blocking getrandom() returned (fixtures/probe.c,
+# followed by what it returned).
+BLOCKING_RETURNED = "bench: blocking returned"
+
 # printk and user space race by this much at most when one CPU makes the RNG ready
 # (the state flips before the message is printed) and another observes it.
 RACE_SLACK_S = 0.5
@@ -53,7 +57,7 @@ def blocking_return_time(record: BootRecord, ready: tuple[int, float], what: str
     assert start_index < ready_index or not must_start_before, (
         f"the blocking call started at {start_t} s, after '{what}' at {ready_t} s: "
         "it tested nothing")
-    _, return_t = kmsg_position(record, "bench: blocking returned 32")
+    _, return_t = kmsg_position(record, f"{BLOCKING_RETURNED} 32")
     assert return_t >= ready_t - RACE_SLACK_S, (
         f"blocking getrandom() returned at {return_t} s, before '{what}' at {ready_t} s")
     return return_t

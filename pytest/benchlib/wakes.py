@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from .ordering import BLOCKING_RETURNED
 from .record import BootRecord, kmsg_position
 from .trace import TRACE_TASK, TraceEvent, blind_spots, trace_of
 
@@ -36,18 +37,17 @@ WAKE_MACHINERY = frozenset({
     "__wake_up_sync_key", "__wake_up_locked", "__wake_up_locked_key"})
 
 
-def armed(record: BootRecord) -> list[str]:
+def armed(sections: dict[str, list[str]], events: list[TraceEvent]) -> list[str]:
     """Why the trace could not have seen the probe's wakes (empty when it could):
-    the init's report of what it armed, and wakes of the probe actually traced."""
-    sections = record.finished_task(TRACE_TASK).sections()
+    the init's report of what it armed (the trace task's sections), and wakes of
+    the probe actually traced (`events`)."""
     lines = sections.get(WAKES_SECTION)
     if not lines:
         return ["no 'wakes' section: the trace set has no \"wakes\" line"]
     report = " ".join(lines)
     if "rc=0" not in report or "enable=1" not in report or 'comm == "probe"' not in report:
         return [f"the wakes of the probe were not armed ({report})"]
-    if not any(e.event == WAKE_EVENT and e.args.get("comm") == "probe"
-               for e in trace_of(sections)):
+    if not any(e.event == WAKE_EVENT and e.args.get("comm") == "probe" for e in events):
         return ["armed, but no wake of the probe's tasks was traced"]
     return []
 
@@ -68,13 +68,8 @@ def blocked_reader(record: BootRecord) -> tuple[int, float]:
     blocking = record.probe_event("blocking")
     assert blocking and "pid" in blocking, (
         f"the blocking child did not report its pid ({record.data_log})")
-    _, returned_t = kmsg_position(record, "bench: blocking returned")
+    _, returned_t = kmsg_position(record, BLOCKING_RETURNED)
     return int(blocking["pid"]), returned_t
-
-
-def wakes_of(record: BootRecord, pid: int) -> list[TraceEvent]:
-    events = trace_of(record.finished_task(TRACE_TASK).sections())
-    return [e for e in events if e.event == WAKE_EVENT and e.args.get("pid") == str(pid)]
 
 
 def assert_not_woken_after_ready(record: BootRecord, ready_t: float,
@@ -82,10 +77,13 @@ def assert_not_woken_after_ready(record: BootRecord, ready_t: float,
     """The blocked reader was not woken between the ready message (`what`, at
     ready_t) and its return: it did not sleep on past readiness. Returns the wake
     that let it return, if it slept (the last one before the message)."""
-    blind = armed(record)
+    sections = record.finished_task(TRACE_TASK).sections()
+    events = trace_of(sections)
+    blind = armed(sections, events)
     assert not blind, f"cannot tell who woke the blocked reader: {'; '.join(blind)}"
     pid, returned_t = blocked_reader(record)
-    wakes = [e for e in wakes_of(record, pid) if e.t < returned_t]
+    wakes = [e for e in events if e.event == WAKE_EVENT and e.args.get("pid") == str(pid)
+             and e.t < returned_t]
     late = [e for e in wakes if e.t >= ready_t]
     assert not late, (
         f"the blocked reader (pid {pid}) slept on past '{what}' at {ready_t:.6f} s: woken at "
