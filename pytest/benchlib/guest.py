@@ -1,9 +1,11 @@
-"""One guest boot: render a profile, start a transient domain, follow it, record it.
+"""Every bench guest: render a profile, start a domain, follow it, record it.
 
-Lifecycle rules: the domain name is unique (profile, variant, random suffix), the
-domain is created with --autodestroy (it dies with the console client) and is
-destroyed again in `finally`, pass or fail; its console and data logs stay in the
-boot's output folder.
+`Guest` is the one way in (boot() for an ordinary boot, restore.SavedGuest for a
+guest saved and restored). Lifecycle rules: the domain name is unique (profile,
+variant, kind, random suffix); the domain is created paused, with autodestroy
+unless it is to be saved (it dies with our connection), its channels wired before
+it runs; it is destroyed again on leaving the `with` block, pass or fail; its
+console and data logs stay in the boot's output folder.
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import re
 import secrets
 import signal
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -25,7 +27,7 @@ libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
 from . import remote
 from .channels import Channels, wire
 from .defaults import GUEST_PARAMS, PROBE_TIMEOUT_S
-from .stages import INTERRUPTED, StageFollower, boot_stages
+from .stages import DONE_STAGE, INTERRUPTED, StageFollower, boot_stages
 # The stages from which a guest only waits, and those it runs alone among booting
 # guests: benchlib/tasks.py says which tasks, and why.
 from .tasks import CAPPED, EXCLUSIVE_STAGES, SETTLED_STAGES, cmdline_words
@@ -384,59 +386,156 @@ def prepare(conn: libvirt.virConnect, request: BootRequest, streamed: bool = Fal
     return Prepared(name, outdir, kernel, cmdline, xml, console_log, data_log, with_modules)
 
 
+class Guest:
+    """`with Guest(conn, request) as guest:` one bench guest, from its request to its
+    end: every bench guest is one (boot() below, restore.SavedGuest). Entering
+    prepares the boot (prepare()) and starts the domain (start()); inside, `dom` is
+    the running domain (to save, restore or clone), `follow()` follows its stages;
+    leaving destroys every domain it created (`domains`: a restore adds its own),
+    pass or fail, and closes the channels after reading what the guest wrote last.
+    `verdict()` then judges the boot and writes record.json.
+
+    With a lease (benchlib/hosts.py), the guest runs on the lease's host, and on a
+    host that does not share our files through uploads and streams (remote.py,
+    channels.py). A saveable guest has no autodestroy (libvirt refuses to save such
+    a domain) and channel files that a restored QEMU appends to."""
+
+    def __init__(self, conn: libvirt.virConnect, request: BootRequest,
+                 lease: Optional[Lease] = None, kind: str = "", saveable: bool = False) -> None:
+        self.conn = lease.host.conn if lease is not None else conn
+        self.request = request
+        self.lease = lease
+        self.kind = kind
+        self.saveable = saveable
+        self.streamed = lease is not None and not lease.host.shares_files
+        self.domains: list[str] = []
+        self.error: Optional[BenchError] = None
+        self._ready: Optional[Prepared] = None
+        self._dom: Optional[libvirt.virDomain] = None
+        self._record: Optional[BootRecord] = None
+        self._follower: Optional[StageFollower] = None
+        self._channels: Optional[Channels] = None
+        self._followed = False
+        self._start_failed = False
+
+    @property
+    def ready(self) -> Prepared:
+        assert self._ready is not None, "Guest used before its with block"
+        return self._ready
+
+    @property
+    def prepared(self) -> bool:
+        """Whether the boot got as far as its record (prepare() succeeded)."""
+        return self._record is not None
+
+    @property
+    def dom(self) -> libvirt.virDomain:
+        assert self._dom is not None, "Guest's domain used before it started"
+        return self._dom
+
+    @dom.setter
+    def dom(self, dom: libvirt.virDomain) -> None:
+        self._dom = dom
+
+    @property
+    def record(self) -> BootRecord:
+        assert self._record is not None, "Guest used before its with block"
+        return self._record
+
+    def __enter__(self) -> "Guest":
+        request, lease = self.request, self.lease
+        ready = prepare(self.conn, request, self.streamed, lease, self.kind)
+        if self.saveable:       # a restored QEMU reopens its channels' files: append
+            xml = wire(ready.xml, ready.console_log, ready.data_log, request.profile.name,
+                       append=True)
+            (ready.outdir / "domain.xml").write_text(xml)
+            ready = replace(ready, xml=xml)
+        self._ready = ready
+        self._record = BootRecord(
+            name=ready.name, profile=request.profile.name, variant=request.variant,
+            kernel=str(ready.kernel), accel=request.accel, cmdline=ready.cmdline,
+            console_log=ready.console_log, data_log=ready.data_log, host=self.conn.getURI())
+        stages = boot_stages(request.stage_tasks(ready.with_modules),
+                             request.timeout_s + TASK_SLACK_S, cap_s=request.stage_deadline_s,
+                             deadlines=request.task_deadlines(),
+                             userspace_s=request.timeout_s if request.image else None)
+        self._follower = StageFollower(ready.name, stages, str(ready.console_log),
+                                       total_s=request.total_deadline_s)
+        self._channels = Channels(ready.console_log, ready.data_log)
+        if lease is not None:
+            lease.booting(INTERRUPTED)      # the stage clock starts once this guest may boot
+        self.record.host_slot = lease.slot if lease is not None else None
+        self.record.started_at = time.time()
+        self.domains.append(ready.name)
+        try:
+            self._dom = start(self.conn, ready, self._channels if self.streamed else None,
+                              autodestroy=not self.saveable)
+        except BenchError:
+            self._start_failed = True
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def follow(self, heartbeat: Optional[Callable[[str], None]] = None) -> None:
+        """Follow the boot's stages to its end (see follow()); BenchError with the
+        stage reached when it fails. heartbeat: told what a boot long in one stage
+        waits for."""
+        assert self._follower is not None and self._channels is not None
+        self._followed = True
+        turns = HostTurns(self.lease, self._follower) if self.lease is not None else None
+        if turns is not None:
+            turns.dom = self.dom
+        follow(self.dom, self._channels, self._follower, heartbeat, turns)
+
+    def __exit__(self, exc_type: object, exc: object, _tb: object) -> None:
+        if isinstance(exc, BenchError):
+            self.error = exc
+        if self.lease is not None:
+            self.lease.settled()
+        for name in self.domains:
+            destroy_if_running(self.conn, name)
+        if self._channels is not None:
+            # What the guest wrote last, for the logs, when a followed boot ended
+            # early or the with block failed (a guest nobody followed is not waited on).
+            unfinished = (self._followed and self._follower is not None
+                          and not self._follower.finished)
+            if exc is not None or unfinished or self._start_failed:
+                self._channels.drain()
+            self._channels.close()
+            self._channels = None
+        if self._record is not None:
+            self._record.ended_at = time.time()
+        if self.lease is not None:
+            self.lease.note_neighbours()
+            self.record.shared_host = self.lease.shared
+
+    def verdict(self) -> BootRecord:
+        """After the with block: the boot's data parsed into its record (kept as
+        record.json) and the verdict: the record, or the first error (the stages',
+        then a kernel log not whole, modules not loaded, a kernel report) raised."""
+        assert self._follower is not None
+        record = self.record
+        record.stages = self._follower.reached
+        error = _judge(record, self.request, self.ready, self._follower.stage, self.error)
+        (self.ready.outdir / "record.json").write_text(_json(record))
+        if error is not None:
+            raise error
+        return record
+
+
 def boot(conn: libvirt.virConnect, request: BootRequest, lease: Optional[Lease] = None,
          heartbeat: Optional[Callable[[str], None]] = None) -> BootRecord:
     """Boot once, return the record; raise BenchError (with the stage reached) on failure.
-    heartbeat: told what a boot long in one stage waits for (see follow).
-
-    With a lease (benchlib/hosts.py), the boot runs on the lease's host, and on a
-    host that does not share our files through uploads and streams (remote.py,
-    channels.py)."""
-    if lease is not None:
-        conn = lease.host.conn
-    streamed = lease is not None and not lease.host.shares_files
-    ready = prepare(conn, request, streamed, lease)
-    record = BootRecord(name=ready.name, profile=request.profile.name, variant=request.variant,
-                        kernel=str(ready.kernel), accel=request.accel, cmdline=ready.cmdline,
-                        console_log=ready.console_log, data_log=ready.data_log,
-                        host=conn.getURI())
-    if lease is not None:
-        lease.booting(INTERRUPTED)      # the stage clock starts once this guest may boot
-    stages = boot_stages(request.stage_tasks(ready.with_modules),
-                         request.timeout_s + TASK_SLACK_S, cap_s=request.stage_deadline_s,
-                         deadlines=request.task_deadlines(),
-                         userspace_s=request.timeout_s if request.image else None)
-    follower = StageFollower(ready.name, stages, str(ready.console_log),
-                             total_s=request.total_deadline_s)
-    record.host_slot = lease.slot if lease is not None else None
-    record.started_at = time.time()
-    error: Optional[BenchError] = None
-    channels = Channels(ready.console_log, ready.data_log)
+    heartbeat: told what a boot long in one stage waits for (see follow)."""
+    guest = Guest(conn, request, lease)
     try:
-        turns = HostTurns(lease, follower) if lease is not None else None
-        dom = start(conn, ready, channels if streamed else None)
-        if turns is not None:
-            turns.dom = dom
-        follow(dom, channels, follower, heartbeat, turns)
+        with guest:
+            guest.follow(heartbeat)
     except BenchError as exc:
-        error = exc
-    finally:
-        if lease is not None:
-            lease.settled()
-        destroy_if_running(conn, ready.name)
-        if error is not None or not follower.finished:
-            channels.drain()        # what the guest wrote last, for the logs
-        channels.close()
-        record.ended_at = time.time()
-        if lease is not None:
-            lease.note_neighbours()
-            record.shared_host = lease.shared
-    record.stages = follower.reached
-    error = _judge(record, request, ready, follower.stage, error)
-    (ready.outdir / "record.json").write_text(_json(record))
-    if error is not None:
-        raise error
-    return record
+        guest.error = exc
+        if not guest.prepared:      # it failed before it had a record (a bad kernel...)
+            raise
+    return guest.verdict()
 
 
 class HostTurns:
@@ -515,8 +614,8 @@ def follow(dom: libvirt.virDomain, channels: Channels, follower: StageFollower,
                              follower.stage, follower.console_log)
         time.sleep(FOLLOW_POLL_S)
         gone = not _active(dom)
-        if gone:
-            channels.drain()
+        if gone and follower.stage != DONE_STAGE:
+            channels.drain()    # it ended before its data were whole: wait for them
         follower.console(channels.console.read())
         follower.data(channels.data.read())
         if gone:

@@ -1,6 +1,6 @@
 """An image boot: a recipe's userspace on a kernel in a profile, as a BootRequest.
 
-The request is an ordinary bench boot (guest.boot: the same naming, logs, clean-up
+The request is an ordinary bench boot (guest.boot, a Guest: the same naming, logs, clean-up
 and data channel) whose initramfs is the image (benchlib/images.py) and whose
 trace set is the variant's image set (fixtures/trace-image-*). Its one requested
 task is the collector's "firstboot"; the collector then dumps the trace and the

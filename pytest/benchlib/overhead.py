@@ -2,7 +2,7 @@
 
     make overhead [OVERHEAD_ARGS="--pairs 6 --profile tcg-quiet --variant stock"]
 
-Each pair is one boot through the harness (guest.boot: render, libvirt domain
+Each pair is one boot through the harness (guest.boot, a Guest: render, libvirt domain
 created paused, channels wired, stages followed, logs parsed and judged) and one
 boot of bare QEMU with the same kernel, initramfs, command line, machine, CPU,
 memory and vCPUs (read back from the harness boot's own domain.xml), both serial

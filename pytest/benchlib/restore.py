@@ -1,9 +1,10 @@
 """Guests that are saved and restored: one saved image, restored once or several times.
 
 A restored guest is a second kind of boot: the guest goes on from where it was
-saved, in a new QEMU process. `SavedGuest` starts one from a BootRequest, prepared
-as every boot is (guest.prepare: name, folder, initramfs with modules, domain XML),
-but without autodestroy (libvirt refuses to save such a domain). It waits for a
+saved, in a new QEMU process. `SavedGuest` is a guest.Guest, started from a
+BootRequest as every guest is (name, folder, initramfs with modules, domain XML,
+paused start), but saveable: without autodestroy (libvirt refuses to save such a
+domain), its channel files appended to. It waits for a
 line on the data channel, saves the guest to a file in the boot's folder, and
 restores that file as often as asked:
 
@@ -22,7 +23,6 @@ naming the step and the domain.
 """
 from __future__ import annotations
 
-import dataclasses
 import shutil
 import time
 import xml.etree.ElementTree as ET
@@ -35,7 +35,7 @@ import libvirt
 from .stages import INTERRUPTED
 from .channels import wire
 from .errors import BenchError
-from .guest import BootRequest, Prepared, destroy_if_running, prepare, start
+from .guest import BootRequest, Guest, destroy_if_running
 from .record import read_text
 
 # How often the host looks at a data log it waits on.
@@ -74,43 +74,29 @@ def genid(dom: libvirt.virDomain) -> Optional[str]:
     return ET.fromstring(dom.XMLDesc(0)).findtext("genid")
 
 
-class SavedGuest:
-    """`with SavedGuest(conn, request, kind) as guest:` a guest to save and restore."""
+class SavedGuest(Guest):
+    """`with SavedGuest(conn, request, kind) as guest:` a guest to save and restore:
+    a saveable Guest (no autodestroy, channel files appended to)."""
 
     def __init__(self, conn: libvirt.virConnect, request: BootRequest, kind: str) -> None:
-        self.conn = conn
-        self.request = request
-        self.kind = kind
-        self.prepared: Optional[Prepared] = None
-        self.dom: Optional[libvirt.virDomain] = None
+        super().__init__(conn, request, kind=kind, saveable=True)
         self.images: list[Path] = []
-        self.domains: list[str] = []
-
-    @property
-    def ready(self) -> Prepared:
-        assert self.prepared is not None, "SavedGuest used outside its with block"
-        return self.prepared
 
     def __enter__(self) -> "SavedGuest":
-        self.prepared = prepare(self.conn, self.request, kind=self.kind)
-        # A restored QEMU reopens its channels' files: append, never truncate.
-        xml = wire(self.prepared.xml, self.prepared.console_log, self.prepared.data_log,
-                   self.request.profile.name, append=True)
-        (self.prepared.outdir / "domain.xml").write_text(xml)
-        self.domains.append(self.prepared.name)
         try:
-            self.dom = start(self.conn, dataclasses.replace(self.prepared, xml=xml),
-                             autodestroy=False)
+            super().__enter__()
         except BenchError as exc:
             self.__exit__(None, None, None)
-            raise RestoreFailed(f"start {self.prepared.name}: {exc}") from None
+            name = self._ready.name if self._ready is not None else self.kind
+            raise RestoreFailed(f"start {name}: {exc}") from None
         return self
 
-    def __exit__(self, *_exc: object) -> None:
-        for name in self.domains:
-            destroy_if_running(self.conn, name)
-        for image in self.images:
-            image.unlink(missing_ok=True)
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        try:
+            super().__exit__(exc_type, exc, tb)
+        finally:
+            for image in self.images:
+                image.unlink(missing_ok=True)
 
     def wait_for(self, text: str, deadline_s: float, log: Optional[Path] = None,
                  gone: Optional[Callable[[], bool]] = None) -> None:
@@ -134,7 +120,7 @@ class SavedGuest:
 
     def gone(self) -> bool:
         try:
-            return self.dom is None or not self.dom.isActive()
+            return self._dom is None or not self._dom.isActive()
         except libvirt.libvirtError:
             return True
 

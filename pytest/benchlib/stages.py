@@ -73,6 +73,11 @@ def marker(text: str) -> str:
     return rf"^{re.escape(MARKER_PREFIX)}stage={re.escape(text)}(?:\s|$)"
 
 
+# The last marker: the guest's data channel is whole once it is seen; it only powers
+# off after it (a guest gone after it is not waited on for more).
+DONE_STAGE = "done"
+
+
 def boot_stages(tasks: list[str], task_deadline_s: float, cap_s: Optional[float] = None,
                 deadlines: Optional[dict[str, float]] = None,
                 userspace_s: Optional[float] = None) -> list[Stage]:
@@ -94,7 +99,7 @@ def boot_stages(tasks: list[str], task_deadline_s: float, cap_s: Optional[float]
                      deadlines.get(previous[i], task_deadline_s))
                for i, t in enumerate(tasks)]
     stages += [
-        Stage("done", marker("done"),
+        Stage(DONE_STAGE, marker(DONE_STAGE),
               deadlines.get(tasks[-1], task_deadline_s) if tasks else task_deadline_s),
         POWEROFF,
     ]
