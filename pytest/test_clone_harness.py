@@ -11,7 +11,7 @@ import pytest
 from benchlib import clones, plan, report, report_html, report_json, restore
 from benchlib.clones import CloneOutcome, clone_view
 from benchlib.guest import running_bench_domains
-from benchlib.profiles import get_profile, quiet_profiles
+from benchlib.profiles import QUIET, get_profile
 from benchlib.report import Cell
 
 KMSG = ("@@BEGIN kmsg\n@@KMSG seq=0 t=0.000000 level=6 text=Linux version 6.1\n"
@@ -142,7 +142,7 @@ def test_clone_harness_clone_summary_fits_the_report_schema(tmp_path: Path) -> N
 @pytest.fixture
 def saved_guest(libvirt_conn, initrd: Path, accel: str, run_dir: Path):
     """A started stock guest in a quiet profile, for the error paths (not waited on)."""
-    profile = get_profile(quiet_profiles()[0])
+    profile = get_profile(QUIET.one())
     request = plan.request(profile, variant="stock", initrd=initrd, outdir=run_dir,
                            accel=accel, tasks=["clone"], params={"clone_at": "600"})
     guest = restore.SavedGuest(libvirt_conn, request, "restore-errors")

@@ -19,7 +19,7 @@ import pytest
 
 from benchlib import crngcheck, tracedboot
 from benchlib.crngstate import parse_crng_state
-from benchlib.profiles import first_profile, profiles_with, quiet_profiles
+from benchlib.profiles import QUIET, Needs
 from benchlib.record import BootRecord
 
 pytestmark = pytest.mark.crng
@@ -28,20 +28,18 @@ VARIANT = "crng"
 # Profiles (by capability) where interrupts are the only entropy source (states 1
 # and 2 must both print), and those where a source credits the input pool directly
 # (virtio-rng, trusted RDRAND) and may take the crng from 0 or 1 straight to 3.
-INTERRUPT_ONLY = profiles_with(interrupt_only=True, hyperv=False)
-DIRECT_CREDIT = profiles_with(interrupt_only=False, hyperv=False, numa_nodes=1)
-# Where the probe sees the crng below 2 (see quiet_profiles).
-QUIET = quiet_profiles()
-NUMA = profiles_with(numa_nodes=2, hyperv=False)
+INTERRUPT_ONLY = Needs(interrupt_only=True, hyperv=False)
+DIRECT_CREDIT = Needs(interrupt_only=False, hyperv=False, numa_nodes=1)
+NUMA = Needs(numa_nodes=2, hyperv=False)
 # Hyper-V (our patched QEMU under TCG): interrupt-only too; its synthetic-timer
 # ticks fast-load states 1 and 2 before any kprobe is armed, where the function
 # tracer (trace-crng's "function" lines, from boot) sees them.
-HYPERV_INTERRUPT_ONLY = profiles_with(interrupt_only=True, hyperv=True)
+HYPERV_INTERRUPT_ONLY = Needs(interrupt_only=True, hyperv=True)
 # One vCPU, interrupts only: the step to 2 is that CPU's second spill, which has to
 # wait for 64 interrupts or the 1 s flush (on two vCPUs each CPU's first interrupt
 # may make a step, and then no fast load is judged by the threshold). The -icount
 # profile, where the early boot's interrupts come at the same instructions each boot.
-ONE_VCPU = profiles_with(interrupt_only=True, hyperv=False, vcpus=1, deterministic=None)
+ONE_VCPU = Needs(interrupt_only=True, hyperv=False, vcpus=1, deterministic=None)
 # Negative controls: waiters sleep until 3; fast loads at 16 interrupts; the
 # reseed to 3 at 64 bits.
 RFCWAKE = "test-crng-rfcwake"
@@ -72,7 +70,7 @@ def crng_boot(boot_guest, bench_variant):
 
 # ---- States ------------------------------------------------------------------
 
-@pytest.mark.parametrize("profile", INTERRUPT_ONLY + HYPERV_INTERRUPT_ONLY + DIRECT_CREDIT)
+@pytest.mark.profiles(INTERRUPT_ONLY, HYPERV_INTERRUPT_ONLY, DIRECT_CREDIT)
 def test_crng_states_printed_in_order(crng_boot, profile: str) -> None:
     record = crng_boot(profile)
     seen = crngcheck.assert_states_in_order(
@@ -85,19 +83,19 @@ def test_crng_states_printed_in_order(crng_boot, profile: str) -> None:
 
 # ---- Who blocks ----------------------------------------------------------------
 
-@pytest.mark.parametrize("profile", QUIET)
+@pytest.mark.profiles(QUIET)
 def test_crng_nonblock_eagain_below_2(crng_boot, profile: str) -> None:
     crngcheck.assert_nonblock_fails_below_2(crng_boot(profile))
 
 
-@pytest.mark.parametrize("profile", QUIET)
+@pytest.mark.profiles(QUIET)
 def test_crng_blocking_getrandom_returns_at_2_not_3(crng_boot, profile: str) -> None:
     crngcheck.assert_blocking_returns_at_2(crng_boot(profile))
 
 
 def test_crng_negative_control_rfcwake_blocks_until_3(crng_boot) -> None:
     """The RFC's wake-up bug, ported on purpose: the blocking check must fail."""
-    record = crng_boot(QUIET[0], RFCWAKE)
+    record = crng_boot(QUIET.one(), RFCWAKE)
     with pytest.raises(AssertionError, match="not at 2"):
         crngcheck.assert_blocking_returns_at_2(record)
 
@@ -110,12 +108,12 @@ def print_fast_loads(profile: str, loads: list) -> None:
         f"({s.cause(crngcheck.FAST_LOAD_INTERRUPTS)})" for s in loads))
 
 
-@pytest.mark.parametrize("profile", INTERRUPT_ONLY + HYPERV_INTERRUPT_ONLY)
+@pytest.mark.profiles(INTERRUPT_ONLY, HYPERV_INTERRUPT_ONLY)
 def test_crng_fast_loads_from_the_trace(crng_boot, profile: str) -> None:
     print_fast_loads(profile, crngcheck.assert_fast_loads(crng_boot(profile)))
 
 
-@pytest.mark.parametrize("profile", ONE_VCPU)
+@pytest.mark.profiles(ONE_VCPU)
 def test_crng_fast_load_waits_for_64_interrupts(crng_boot, profile: str) -> None:
     print_fast_loads(profile, crngcheck.assert_fast_load_waited(crng_boot(profile)))
 
@@ -124,29 +122,29 @@ def test_crng_negative_control_lowthresh_fast_loads_early(crng_boot) -> None:
     """Fast loads at 16 interrupts, on purpose: the fast-load check must fail, where
     a fast load is judged (one vCPU); the reseed check, whose threshold this kernel
     keeps, must pass (each control breaks one check)."""
-    record = crng_boot(first_profile(ONE_VCPU, "one vCPU, interrupts only"), LOWTHRESH)
+    record = crng_boot(ONE_VCPU.one(), LOWTHRESH)
     with pytest.raises(AssertionError, match=r"below 64 interrupts and before the 1 s flush"):
         crngcheck.assert_fast_load_waited(record)
     crngcheck.assert_reseed_after_128_bits(record)
 
 
-@pytest.mark.parametrize("profile", INTERRUPT_ONLY)
+@pytest.mark.profiles(INTERRUPT_ONLY)
 def test_crng_debugfs_records_the_real_spill_cause(crng_boot, profile: str) -> None:
     crngcheck.assert_debugfs_causes_match_trace(crng_boot(profile))
 
 
 # Where state 3 comes after the kprobes are armed (fs_initcall): not with trusted
 # RDRAND, which credits the pool in random_init_early(), before any probe exists.
-TRACEABLE_RESEED = (INTERRUPT_ONLY + HYPERV_INTERRUPT_ONLY
-                    + profiles_with(virtio_rng=True, hyperv=False, numa_nodes=1))
+VIRTIO_ONE_NODE = Needs(virtio_rng=True, hyperv=False, numa_nodes=1)
+TRACEABLE_RESEED = (INTERRUPT_ONLY, HYPERV_INTERRUPT_ONLY, VIRTIO_ONE_NODE)
 
 
-@pytest.mark.parametrize("profile", TRACEABLE_RESEED)
+@pytest.mark.profiles(*TRACEABLE_RESEED)
 def test_crng_reaches_3_only_after_128_credited_bits(crng_boot, profile: str) -> None:
     crngcheck.assert_reseed_after_128_bits(crng_boot(profile))
 
 
-@pytest.mark.parametrize("profile", INTERRUPT_ONLY + DIRECT_CREDIT)
+@pytest.mark.profiles(INTERRUPT_ONLY, DIRECT_CREDIT)
 def test_crng_runs_no_jitter_generator(crng_boot, profile: str) -> None:
     crngcheck.assert_no_jitter(crng_boot(profile))
 
@@ -154,7 +152,7 @@ def test_crng_runs_no_jitter_generator(crng_boot, profile: str) -> None:
 def test_crng_negative_control_lowbits_reseeds_early(crng_boot) -> None:
     """Reseeding at 64 bits, on purpose: the 128-bit check must fail; the fast-load
     check, whose threshold this kernel keeps, must pass."""
-    record = crng_boot(QUIET[0], LOWBITS)
+    record = crng_boot(QUIET.one(), LOWBITS)
     with pytest.raises(AssertionError, match=r"credited bits \(< 128;"):
         crngcheck.assert_reseed_after_128_bits(record)
     crngcheck.assert_fast_loads(record)
@@ -164,7 +162,7 @@ def test_crng_negative_control_lowbits_reseeds_early(crng_boot) -> None:
 def stock_mode_boot(boot_guest, bench_variant) -> BootRecord:
     """The crng kernel in random.crng_mode=stock (6.1's behaviour), with a blocking
     reader: the control of the no-jitter check and of the key-mixing check."""
-    return boot_guest(QUIET[0], tasks=["probe"], variant=bench_variant(VARIANT),
+    return boot_guest(QUIET.one(), tasks=["probe"], variant=bench_variant(VARIANT),
                       trace=CRNG_TRACE, params={"probe": "b"},
                       extra_cmdline="random.crng_mode=stock")
 
@@ -190,7 +188,7 @@ def test_crng_no_reseed_at_2_and_fast_load_key_survives(boot_guest, bench_varian
     see every call of __crng_reseed(), saw none, so nothing changed the fast-loaded
     key but fast loads."""
     variant = bench_variant(VARIANT)
-    record = crng_run(boot_guest, QUIET[0], variant, tasks=("probe", "reseed"),
+    record = crng_run(boot_guest, QUIET.one(), variant, tasks=("probe", "reseed"),
                       noise=200, noise_gap="0.01")
     answer = record.probe_event("reseed")
     assert answer and (answer["ret"], answer["errno"]) == ("-1", "ENODATA"), (
@@ -215,7 +213,7 @@ def test_crng_reseed_at_3_mixes_into_the_key(crng_boot) -> None:
     RNDRESEEDCRNG reseeds if possible, i.e. only when the input pool holds 128
     credited bits (the kprobes' credits since the reseed to 3), and answers ENODATA
     otherwise."""
-    record = crng_boot(QUIET[0])
+    record = crng_boot(QUIET.one())
     crngcheck.assert_reseeds_mix_into_the_key(record)
     ioctl, held = crngcheck.reseed_after_3(record)
     possible = held >= crngcheck.RESEED_BITS
@@ -237,14 +235,14 @@ def test_crng_due_reseed_with_a_short_pool_is_retried_once_a_second(boot_guest,
     variant = bench_variant(VARIANT)
     # The variant's own trace set: grbench's reads in the window make so many
     # interrupts that the function tracer's copies of them overflowed the buffer.
-    record = crng_run(boot_guest, QUIET[0], variant, tasks=("probe", "until", "crngdue"),
+    record = crng_run(boot_guest, QUIET.one(), variant, tasks=("probe", "until", "crngdue"),
                       trace=None)
     assert crngcheck.first_time_at_least(record, crngcheck.RESEEDED_STATE) is not None, (
         f"never at state 3, where periodic reseeds start ({record.data_log})")
     crngcheck.assert_due_reseed_retried_once_a_second(record)
 
 
-@pytest.mark.parametrize("profile", profiles_with(virtio_rng=True, hyperv=False, numa_nodes=1))
+@pytest.mark.profiles(VIRTIO_ONE_NODE)
 def test_crng_virtio_rng_reaches_3(crng_boot, profile: str) -> None:
     record = crng_boot(profile)
     assert crngcheck.first_time_at_least(record, crngcheck.RESEEDED_STATE) is not None, (
@@ -252,7 +250,7 @@ def test_crng_virtio_rng_reaches_3(crng_boot, profile: str) -> None:
     assert crngcheck.debugfs(record).int("reseeds") >= 1
 
 
-@pytest.mark.parametrize("profile", NUMA)
+@pytest.mark.profiles(NUMA)
 def test_crng_per_node_instances(boot_guest, bench_variant, profile: str) -> None:
     record = boot_guest(profile, tasks=["noderead"], variant=bench_variant(VARIANT))
     answers = [(p["ret"], p["errno"]) for p in record.probe_events("reseed")]

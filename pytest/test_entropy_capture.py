@@ -26,7 +26,7 @@ from typing import Callable, Iterator, Optional
 import pytest
 
 from benchlib import entropy
-from benchlib.profiles import first_profile, profiles_with, quiet_profiles
+from benchlib.profiles import QUIET, Needs
 from benchlib.record import BootRecord, TaskOutput
 
 SAMPLES = entropy.DEFAULT_SAMPLES
@@ -36,10 +36,10 @@ CAPTURE_CAP_S = 100
 PARALLEL_BOOTS = 1
 # Every profile with a bench TCG model, the deterministic one included, and the
 # interrupt-only Hyper-V profile (our patched QEMU under TCG).
-DETERMINISTIC = profiles_with(deterministic=True)
-CAPTURE_PROFILES = (profiles_with(hyperv=False) + DETERMINISTIC
-                    + profiles_with(hyperv=True, interrupt_only=True)[:1])
-NONDETERMINISTIC = first_profile(quiet_profiles(), "a quiet one")
+CAPTURE_PROFILES = (Needs(hyperv=False), Needs(deterministic=True),
+                    Needs(first=True, hyperv=True, interrupt_only=True))
+DETERMINISTIC = Needs(deterministic=True).names()
+NONDETERMINISTIC = QUIET.one()
 # Two -icount boots: at least this share of delta positions agree.
 REPRODUCIBLE_SHARE = 0.9
 # "Near zero" bits of min-entropy per interrupt, and the least gap to a real profile.
@@ -119,7 +119,7 @@ def boots(boot_guest, request: pytest.FixtureRequest) -> Iterator[BootPool]:
         pool.close()
 
 
-@pytest.mark.parametrize("profile", CAPTURE_PROFILES)
+@pytest.mark.profiles(*CAPTURE_PROFILES)
 def test_entropy_capture_reaches_sample_count(profile: str, boots: BootPool,
                                               record_property) -> None:
     got = boots.get(profile)

@@ -16,7 +16,7 @@ import pytest
 from benchlib import paths
 from benchlib.guest import running_bench_domains
 from benchlib.hosts import HostPool
-from benchlib.profiles import quiet_profiles
+from benchlib.profiles import QUIET
 
 # How long a run may take to create its first domain, and to exit once signalled.
 START_WAIT_S = 120
@@ -33,7 +33,7 @@ def test_lifecycle_killed_run_leaves_no_guest(sig: signal.Signals, libvirt_conn,
                                               tmp_path: Path) -> None:
     run = subprocess.Popen(
         [sys.executable, "-m", "benchlib.run", "--no-build", "--no-throughput", "--accel", "tcg",
-         "--profile", quiet_profiles()[0], "--variant", "stock", "--boots", "1"],
+         "--profile", QUIET.one(), "--variant", "stock", "--boots", "1"],
         cwd=paths.REPO / "pytest", env={**os.environ, "RESULTS_DIR": str(tmp_path)},
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -80,7 +80,7 @@ def test_lifecycle_guests_at_once_under_a_cpu_hog_lose_no_stage(boot_guest, libv
     channels are wired before the guest runs, so every boot reaches every stage
     and its data channel holds its 'done' marker."""
     variant = bench_variant("stock")
-    profile = quiet_profiles()[0]
+    profile = QUIET.one()
     hogs = [subprocess.Popen(HOG) for _ in range(os.cpu_count() or 1)]
     pool = HostPool([libvirt_conn.getURI()], GUESTS_AT_ONCE)
     try:

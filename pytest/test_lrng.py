@@ -25,7 +25,7 @@ import pytest
 from benchlib import lrngcheck, milestones, tracedboot, wakes
 from benchlib.ordering import (assert_nonblock_eagain_until_ready, blocking_return_time,
                                ready_position)
-from benchlib.profiles import first_profile, get_profile, profiles_with, quiet_profiles
+from benchlib.profiles import QUIET, Needs, get_profile
 from benchlib.record import BootRecord
 
 VARIANT = "lrng"
@@ -42,22 +42,18 @@ EARLYINIT = "test-lrng-earlyinit"
 LATEWAKE = "test-lrng-latewake"
 # A kernel whose DRBG fails its known-answer test at boot (a wrong expected byte).
 KATFAIL = "test-lrng-katfail"
-INTERRUPT_ONLY = profiles_with(interrupt_only=True, hyperv=False)
-HYPERV_INTERRUPT_ONLY = profiles_with(interrupt_only=True, hyperv=True)
-DIRECT_SEED = profiles_with(interrupt_only=False, hyperv=False, numa_nodes=1)
-QUIET = quiet_profiles()
+INTERRUPT_ONLY = Needs(interrupt_only=True, hyperv=False)
+HYPERV_INTERRUPT_ONLY = Needs(interrupt_only=True, hyperv=True)
+DIRECT_SEED = Needs(interrupt_only=False, hyperv=False, numa_nodes=1)
 # Interrupt timing that follows the instruction count (-icount): the same number of
 # interrupts before the DRBGs' first seeding at every boot (30, so test-lrng-earlyinit
 # is initially seeded below the 32 it should wait for, every time).
-DETERMINISTIC = first_profile(profiles_with(interrupt_only=True, hyperv=False,
-                                            deterministic=True), "a deterministic (-icount) one")
-NUMA = profiles_with(numa_nodes=2, hyperv=False)
+DETERMINISTIC = Needs(interrupt_only=True, hyperv=False, deterministic=True)
+NUMA = Needs(numa_nodes=2, hyperv=False)
 # A guest with the CPU's RNG (RDRAND/RDSEED) and one without, both traced anyway.
 # Ready at once, so that nothing but the writes below is in question.
-WRITES_PROFILE = first_profile(profiles_with(virtio_rng=True, hyperv=False, numa_nodes=1),
-                               "virtio-rng, one NUMA node, no Hyper-V")
-CPU_RNG = first_profile(profiles_with(cpu_rng=True, hyperv=False, numa_nodes=1),
-                        "RDRAND, one NUMA node, no Hyper-V")
+WRITES_PROFILE = Needs(virtio_rng=True, hyperv=False, numa_nodes=1)
+CPU_RNG = Needs(first=True, cpu_rng=True, hyperv=False, numa_nodes=1)
 LRNG_TASKS = ("probe", "until", "lrngstate", "crypto")
 # With the DRBGs out of service the probe's calls return at once; a kernel that
 # blocks them is seen at this timeout instead of the default 60 s.
@@ -77,7 +73,7 @@ def ready(record: BootRecord) -> tuple[int, float]:
 
 # ---- Stages --------------------------------------------------------------------------
 
-@pytest.mark.parametrize("profile", INTERRUPT_ONLY + HYPERV_INTERRUPT_ONLY + DIRECT_SEED)
+@pytest.mark.profiles(INTERRUPT_ONLY, HYPERV_INTERRUPT_ONLY, DIRECT_SEED)
 def test_lrng_stages_printed_in_order(lrng_boot, profile: str) -> None:
     record = lrng_boot(profile)
     milestones.assert_in_order(record,
@@ -86,7 +82,7 @@ def test_lrng_stages_printed_in_order(lrng_boot, profile: str) -> None:
 
 # ---- Who blocks --------------------------------------------------------------------------
 
-@pytest.mark.parametrize("profile", QUIET)
+@pytest.mark.profiles(QUIET)
 def test_lrng_nonblock_eagain_until_fully_seeded(lrng_boot, profile: str) -> None:
     record = lrng_boot(profile)
     first_call = record.probe_event("nonblock_first")
@@ -97,7 +93,7 @@ def test_lrng_nonblock_eagain_until_fully_seeded(lrng_boot, profile: str) -> Non
     assert_nonblock_eagain_until_ready(record, ready(record), record.spec().ready)
 
 
-@pytest.mark.parametrize("profile", QUIET)
+@pytest.mark.profiles(QUIET)
 def test_lrng_blocking_getrandom_returns_at_fully_seeded(lrng_boot, profile: str) -> None:
     record = lrng_boot(profile)
     killed = record.probe_event("blocking_timeout")
@@ -115,7 +111,7 @@ def assert_blocking_woken_at_ready(record: BootRecord) -> str:
     return f"woken at {woken.t:.6f} s by {wakes.waker(woken)}"
 
 
-@pytest.mark.parametrize("profile", QUIET)
+@pytest.mark.profiles(QUIET)
 def test_lrng_blocking_getrandom_woken_at_ready_not_later(lrng_boot, profile: str) -> None:
     print(f"\n{profile}: {assert_blocking_woken_at_ready(lrng_boot(profile))}")
 
@@ -123,7 +119,7 @@ def test_lrng_blocking_getrandom_woken_at_ready_not_later(lrng_boot, profile: st
 def test_lrng_negative_control_latewake_wakes_after_ready(lrng_boot) -> None:
     """Blocked readers woken a second after readiness on purpose: the check from
     above must fail, where the one from below passes."""
-    record = lrng_boot(QUIET[0], LATEWAKE)
+    record = lrng_boot(QUIET.one(), LATEWAKE)
     blocking_return_time(record, ready(record), record.spec().ready, must_start_before=True)
     with pytest.raises(AssertionError, match="slept on past"):
         assert_blocking_woken_at_ready(record)
@@ -131,7 +127,7 @@ def test_lrng_negative_control_latewake_wakes_after_ready(lrng_boot) -> None:
 
 # ---- Crediting, seen by kprobes -----------------------------------------------------------
 
-@pytest.mark.parametrize("profile", INTERRUPT_ONLY)
+@pytest.mark.profiles(INTERRUPT_ONLY)
 def test_lrng_stage_thresholds_from_the_trace(lrng_boot, profile: str) -> None:
     windows = lrngcheck.assert_stage_thresholds(lrng_boot(profile))
     print(f"\n{profile}: " + "; ".join(str(w) for w in windows))
@@ -140,7 +136,7 @@ def test_lrng_stage_thresholds_from_the_trace(lrng_boot, profile: str) -> None:
 def test_lrng_negative_control_fullbit_fails_the_thresholds(lrng_boot) -> None:
     """A full bit per interrupt, on purpose: fully seeded on 256 interrupts' credits,
     32 short of the seed's 288, however many more the pool held when it was read."""
-    record = lrng_boot(QUIET[0], FULLBIT)
+    record = lrng_boot(QUIET.one(), FULLBIT)
     with pytest.raises(AssertionError, match="fully seeded after"):
         lrngcheck.assert_stage_thresholds(record)
 
@@ -150,7 +146,7 @@ def test_lrng_negative_control_earlyinit_fails_the_thresholds(lrng_boot) -> None
     when fewer went in: only the trace's own count, from boot, sees it. (The first
     seeding waits for the DRBGs, at late_initcall, with every interrupt since boot
     in the pool: in a deterministic profile always the same number, below 32.)"""
-    record = lrng_boot(DETERMINISTIC, EARLYINIT)
+    record = lrng_boot(DETERMINISTIC.one(), EARLYINIT)
     with pytest.raises(AssertionError, match="initially seeded after"):
         lrngcheck.assert_stage_thresholds(record)
 
@@ -158,14 +154,14 @@ def test_lrng_negative_control_earlyinit_fails_the_thresholds(lrng_boot) -> None
 def test_lrng_negative_control_earlymin_fails_the_thresholds(lrng_boot) -> None:
     """Minimally seeded on purpose after 64 interrupts' credits, half the seed's 128,
     with stages 1 and 3 right: the second stage's check must fail on its own."""
-    record = lrng_boot(QUIET[0], EARLYMIN)
+    record = lrng_boot(QUIET.one(), EARLYMIN)
     with pytest.raises(AssertionError, match="minimally seeded after"):
         lrngcheck.assert_stage_thresholds(record)
 
 
 # ---- The CPU's RNG ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("profile", [CPU_RNG, QUIET[0]])
+@pytest.mark.profiles(CPU_RNG, QUIET.first_only())
 def test_lrng_seeds_its_primary_drbg_with_the_cpu_rng(lrng_boot, profile: str) -> None:
     """Each seeding from the noise sources leads with 256 bits of RDRAND/RDSEED output
     where the guest has them, credited 8 bits with random.trust_cpu=on; zeros and no
@@ -179,7 +175,7 @@ def test_lrng_seeds_its_primary_drbg_with_the_cpu_rng(lrng_boot, profile: str) -
 
 # ---- RNDADDENTROPY ------------------------------------------------------------------------
 
-@pytest.mark.parametrize("profile", QUIET)
+@pytest.mark.profiles(QUIET)
 def test_lrng_seeds_hold_only_what_the_sources_wrote(lrng_boot, profile: str) -> None:
     """A seeding short of the full 288 interrupts reads fewer pool words than its
     buffer has room for; the primary DRBG is seeded with the CPU RNG's 32 bytes and
@@ -191,7 +187,7 @@ def test_lrng_seeds_hold_only_what_the_sources_wrote(lrng_boot, profile: str) ->
 def test_lrng_rndaddentropy_credits_only_a_whole_write(boot_guest, bench_variant) -> None:
     """6.1 credits RNDADDENTROPY only once all of the data is in: a write that faults
     part-way fails with EFAULT and credits nothing (fixtures/addentropy.c)."""
-    record = boot_guest(WRITES_PROFILE, tasks=["addentropy"], variant=bench_variant(VARIANT),
+    record = boot_guest(WRITES_PROFILE.one(), tasks=["addentropy"], variant=bench_variant(VARIANT),
                         trace=VARIANT)
     credited = lrngcheck.assert_credited_only_whole_writes(record)
     print(f"\nbits credited per write: {credited}")
@@ -210,7 +206,7 @@ def numa_read_boot(boot_guest, bench_variant, profile: str, extra_cmdline: str =
                       extra_cmdline=extra_cmdline)
 
 
-@pytest.mark.parametrize("profile", NUMA)
+@pytest.mark.profiles(NUMA)
 def test_lrng_numa_secondaries_seeded_and_serve_their_node(boot_guest, bench_variant,
                                                            profile: str) -> None:
     """The 2016 output path, kept behind lrng.drbg_output=1: each node's secondary
@@ -221,7 +217,7 @@ def test_lrng_numa_secondaries_seeded_and_serve_their_node(boot_guest, bench_var
     lrngcheck.assert_reads_served_by_own_node(record, nodes)
 
 
-@pytest.mark.parametrize("profile", NUMA)
+@pytest.mark.profiles(NUMA)
 def test_lrng_output_comes_from_a_chacha20_generator_keyed_per_cpu(boot_guest, bench_variant,
                                                                    profile: str) -> None:
     """By default the reads come from each CPU's ChaCha20 generator: the secondary
@@ -241,7 +237,7 @@ def test_lrng_reseed_interval_kept_by_either_output_generator(boot_guest, bench_
     past it reseeds node 0's secondary DRBG (lrng 0010: the ChaCha20 keys too),
     and an interval of months neither overflows into a reseed per read (lrng 0009)
     nor is silently cut."""
-    record = boot_guest(WRITES_PROFILE, tasks=["probe", "lrngreseed"],
+    record = boot_guest(WRITES_PROFILE.one(), tasks=["probe", "lrngreseed"],
                         variant=bench_variant(VARIANT),
                         extra_cmdline="lrng.drbg_output=1" if output == "drbg" else "")
     phases = lrngcheck.assert_reseed_interval_kept(record)
@@ -251,7 +247,7 @@ def test_lrng_reseed_interval_kept_by_either_output_generator(boot_guest, bench_
 # ---- DRBG ---------------------------------------------------------------------------------
 
 def test_lrng_drbg_known_answer_and_crypto_selftests(lrng_boot) -> None:
-    lrngcheck.assert_drbg_self_tests(lrng_boot(QUIET[0]))
+    lrngcheck.assert_drbg_self_tests(lrng_boot(QUIET.one()))
 
 
 def test_lrng_out_of_service_when_the_drbg_fails_its_known_answer(boot_guest,
@@ -259,6 +255,6 @@ def test_lrng_out_of_service_when_the_drbg_fails_its_known_answer(boot_guest,
     """On a kernel whose DRBG fails its known-answer test, the DRBG never serves, and
     getrandom() fails with EIO at once instead of blocking forever (lrng 0014; before
     it the DRBG served anyway). The probe's own timeout bounds the wait."""
-    record = boot_guest(QUIET[0], tasks=["probe", "urandom"], variant=bench_variant(KATFAIL),
+    record = boot_guest(QUIET.one(), tasks=["probe", "urandom"], variant=bench_variant(KATFAIL),
                         params={"probe": "b", "timeout": str(KATFAIL_PROBE_TIMEOUT_S)})
     lrngcheck.assert_out_of_service(record)

@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 
 from benchlib import paths
+from benchlib.errors import BadProfile
+from benchlib.profiles import Needs
 
 # A child that only collects is quick; one that boots a guest gets this long.
 CHILD_TIMEOUT_S = 600
@@ -76,6 +78,30 @@ def test_profiles_dir_boots_its_profiles_and_skips_named_bench_ones(team_dir: Pa
     booted = [d.name for d in results.glob("pytest-*/bench-*") if d.is_dir()]
     assert booted and all(name.startswith(f"bench-{TEAM_PROFILE}-") for name in booted), \
         f"the child booted {booted}, not only the directory's '{TEAM_PROFILE}'"
+
+
+def test_profiles_dir_without_what_a_test_needs_skips_it_naming_the_need(
+        team_dir: Path, tmp_path: Path) -> None:
+    """A test marked profiles(Needs(...)) that no profile of the directory fits is
+    one skip saying what it needs, and boots nothing; one the directory fits runs
+    on the directory's profile (collected as such)."""
+    results = tmp_path / "results"
+    result = child_pytest("--accel=tcg", "-rs", "--profiles-dir", str(team_dir),
+                          "pytest/test_vmbus.py", "-k", "guest_finds_hyperv", results=results)
+    output = result.stdout[-3000:] + result.stderr[-2000:]
+    assert result.returncode == 0, output
+    assert "3 skipped" in result.stdout and "passed" not in result.stdout, output
+    assert ("no profile of this run has what the test needs: hyperv=True, "
+            "interrupt_only=True") in result.stdout, output
+    assert not list(results.glob("pytest-*/bench-*")), "a skipped test booted a guest"
+    fits = child_pytest("--collect-only", "--profiles-dir", str(team_dir),
+                        "pytest/test_crng.py", "-k", "nonblock_eagain_below_2", results=results)
+    assert f"[{TEAM_PROFILE}]" in fits.stdout, fits.stdout[-2000:]
+
+
+def test_a_need_naming_no_capability_is_an_error_naming_it() -> None:
+    with pytest.raises(BadProfile, match="^no profile capability 'hyprev' "):
+        Needs(hyprev=True)
 
 
 def test_profiles_dir_bad_file_is_a_usage_error_naming_it(team_dir: Path,

@@ -14,7 +14,7 @@ import pytest
 
 from benchlib.credit import check_credit_rule, hits_by, stock_spill_credit, window_hist
 from benchlib.procfs import parse_interrupts
-from benchlib.profiles import first_profile, quiet_profiles
+from benchlib.profiles import QUIET
 from benchlib.record import BootRecord
 
 # ttyS0 interrupts the window's noise raises (fixtures/ttynoise.c counts them):
@@ -27,7 +27,7 @@ SAMPLES_PER_COUNT_MIN, SAMPLES_PER_COUNT_MAX, SAMPLES_SLACK = 0.5, 2.0, 16
 
 @pytest.fixture(scope="module")
 def credit_run(boot_guest) -> BootRecord:
-    record = boot_guest(first_profile(quiet_profiles(), "a quiet one"), tasks=["credit"],
+    record = boot_guest(QUIET.one(), tasks=["credit"],
                         params={"noise": str(NOISE_IRQS)})
     record.finished_task("credit")
     return record

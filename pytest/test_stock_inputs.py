@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from benchlib.procfs import parse_input_devices
-from benchlib.profiles import get_profile, profiles_with
+from benchlib.profiles import Needs, get_profile
 
 
-@pytest.mark.parametrize("profile", profiles_with(hyperv=False))
+@pytest.mark.profiles(Needs(hyperv=False))
 def test_stock_input_devices_match_profile(boot_guest, profile: str) -> None:
     expected = (1, 1) if get_profile(profile).caps.input_devices else (0, 0)
     record = boot_guest(profile, tasks=["inputs"])

@@ -9,10 +9,10 @@ import statistics
 
 import pytest
 
-from benchlib import wakes
+from benchlib import profiles, wakes
 from benchlib.ordering import (assert_nonblock_eagain_until_ready, blocking_return_time,
                                ready_position)
-from benchlib.profiles import first_profile, profiles_with, quiet_profiles
+from benchlib.profiles import Needs
 from benchlib.record import BootRecord
 from benchlib.variants import CUSTOM
 
@@ -21,9 +21,8 @@ READY = "random: crng init done"
 WAKES_TRACE = "stock-wakes"
 # Blocked readers run the jitter loop a second past readiness: late on purpose.
 LATEJITTER = "test-stock-latejitter"
-QUIET = first_profile(quiet_profiles(), "a quiet one")
-VIRTIO = first_profile(profiles_with(virtio_rng=True, hyperv=False, numa_nodes=1),
-                       "virtio-rng, no Hyper-V, one NUMA node")
+QUIET = profiles.QUIET.one()
+VIRTIO = Needs(virtio_rng=True, hyperv=False, numa_nodes=1).one()
 
 
 # Stock behaviour comes from the stock variant, and from the crng variant booted

@@ -22,7 +22,7 @@ import pytest
 
 from benchlib import paths
 from benchlib import report_json
-from benchlib.profiles import profiles_with
+from benchlib.profiles import Needs
 
 MILESTONE = "throwaway ready"
 VARIANT_TOML = f"""\
@@ -36,7 +36,7 @@ credit_rule = "stock"
 "{MILESTONE}" = '^random: crng init done$'
 """
 REPORT_PROFILE = "tcg-virtio-rng"
-VMBUS_PROFILES = profiles_with(hyperv=True, interrupt_only=True)[:1]
+VMBUS_PROFILES = Needs(first=True, hyperv=True, interrupt_only=True).names()
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from benchlib.errors import Skip
 from benchlib.kreports import reports, stalls
 from benchlib.paths import KERNEL_DIR
 from benchlib.procfs import parse_interrupts
-from benchlib.profiles import get_profile, profiles_with
+from benchlib.profiles import Needs, get_profile
 from benchlib.record import BootRecord, kmsg_position, messages_from, parse_data, read_text
 from benchlib.restore import SavedGuest
 from benchlib.variants import load
@@ -34,17 +34,17 @@ from benchlib.vmbus import (HYP_ROW, TICK_PATHS, TSC_PAGE_CLOCKSOURCE, assert_ti
 
 pytestmark = pytest.mark.vmbus
 
-PROFILES = profiles_with(hyperv=True, interrupt_only=True)
-MESSAGE_MODE = profiles_with(hyperv=True, interrupt_only=True, stimer_mode="message")
-TSC_PAGE = profiles_with(hyperv=True, interrupt_only=True, reference_tsc=True)
+PROFILES = Needs(hyperv=True, interrupt_only=True)
+MESSAGE_MODE = Needs(hyperv=True, interrupt_only=True, stimer_mode="message")
+TSC_PAGE = Needs(hyperv=True, interrupt_only=True, reference_tsc=True)
 # Direct mode takes the ticks past vmbus_isr, which then runs only when a SINT is
 # raised: QEMU 7.2 has no VMBus devices, so the guest raises it itself through
 # QEMU's hyperv-testdev (task vmbus_sint, fixtures/sintpoke.c).
-SINT_INJECTED = profiles_with(hyperv=True, interrupt_only=True, stimer_mode="direct",
-                              sint_injector=True)
+SINT_INJECTED = Needs(hyperv=True, interrupt_only=True, stimer_mode="direct",
+                      sint_injector=True)
 # Where vmbus_isr runs in a window: message mode with every tick, direct mode with
 # the injected SINTs.
-VMBUS_ISR_RUNS = MESSAGE_MODE + SINT_INJECTED
+VMBUS_ISR_RUNS = (MESSAGE_MODE, SINT_INJECTED)
 NEGATIVE_CONTROL = "test-novmbus"
 LRNG_NEGATIVE_CONTROL = "test-lrng-fullbit"
 # Seconds the kprobes stay armed; the synthetic timer ticks through vmbus_isr.
@@ -100,7 +100,7 @@ def sints_raised(window: dict[str, list[str]]) -> tuple[int, int]:
     return sum(int(r["raised"]) for r in reports), sum(int(r["taken"]) for r in reports)
 
 
-@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.profiles(PROFILES)
 def test_vmbus_guest_finds_hyperv_and_vmbus(vmbus_boot, profile: str, variant: str) -> None:
     record = vmbus_boot(profile, variant)
     texts = [text for _, text in record.messages]
@@ -119,7 +119,7 @@ def test_vmbus_guest_finds_hyperv_and_vmbus(vmbus_boot, profile: str, variant: s
         assert hyp_growth(s) > 0, "the HYP row of /proc/interrupts did not grow"
 
 
-@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.profiles(PROFILES)
 def test_vmbus_ticks_take_the_timer_mode_path(vmbus_boot, profile: str, variant: str) -> None:
     """Direct mode: HVS grows on every CPU and the samples come from
     __sysvec_hyperv_stimer0 on vector 0xed, none of the ticks through vmbus_isr;
@@ -127,7 +127,7 @@ def test_vmbus_ticks_take_the_timer_mode_path(vmbus_boot, profile: str, variant:
     assert_ticks_take_path(sections(vmbus_boot(profile, variant)), mode(profile))
 
 
-@pytest.mark.parametrize("profile", TSC_PAGE)
+@pytest.mark.profiles(TSC_PAGE)
 def test_vmbus_clocksource_is_the_reference_tsc_page(vmbus_boot, profile: str,
                                                     variant: str) -> None:
     record = vmbus_boot(profile, variant)
@@ -136,13 +136,13 @@ def test_vmbus_clocksource_is_the_reference_tsc_page(vmbus_boot, profile: str,
         f"{TSC_PAGE_CLOCKSOURCE}: {record.console_log}")
 
 
-@pytest.mark.parametrize("profile", VMBUS_ISR_RUNS)
+@pytest.mark.profiles(*VMBUS_ISR_RUNS)
 def test_vmbus_isr_feeds_add_interrupt_randomness(vmbus_boot, profile: str,
                                                   variant: str) -> None:
     assert_vmbus_isr_feeds_rng(vmbus_isr_sections(vmbus_boot(profile, variant), profile))
 
 
-@pytest.mark.parametrize("profile", SINT_INJECTED)
+@pytest.mark.profiles(SINT_INJECTED)
 def test_vmbus_isr_interrupts_are_credited_in_direct_mode(vmbus_boot, profile: str,
                                                           variant: str,
                                                           record_property) -> None:
@@ -193,7 +193,7 @@ def assert_rule_credits_in_window(record: BootRecord, rule: CreditRule, window: 
             f"before the window opened at {window_start} s (reached: {started})")
 
 
-@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.profiles(PROFILES)
 def test_vmbus_interrupts_are_credited(vmbus_boot, profile: str, variant: str,
                                        record_property) -> None:
     """The spills in the window are credited by the variant's own rule (its
@@ -214,7 +214,7 @@ def test_vmbus_interrupts_are_credited(vmbus_boot, profile: str, variant: str,
                          f"out) came through {path}")
 
 
-@pytest.mark.parametrize("profile", VMBUS_ISR_RUNS)
+@pytest.mark.profiles(*VMBUS_ISR_RUNS)
 def test_vmbus_negative_control_without_the_hook_fails(vmbus_boot, profile: str,
                                                        bench_variant) -> None:
     assert (KERNEL_DIR / "patches" / NEGATIVE_CONTROL / "series").is_file()
@@ -225,7 +225,7 @@ def test_vmbus_negative_control_without_the_hook_fails(vmbus_boot, profile: str,
         assert_vmbus_isr_feeds_rng(s)
 
 
-@pytest.mark.parametrize("profile", MESSAGE_MODE)
+@pytest.mark.profiles(MESSAGE_MODE)
 def test_vmbus_lrng_negative_control_fullbit_fails_the_credit_rule(vmbus_boot, profile: str,
                                                                     bench_variant) -> None:
     """The LRNG's crediting check, on a kernel that credits a full bit per interrupt
@@ -245,7 +245,7 @@ SAVE_WINDOW_S = 4
 SAVE_BOOT_DEADLINE_S = 600
 
 
-@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.profiles(PROFILES)
 def test_vmbus_save_restore_keeps_ticking(host_pool, initrd, accel, run_dir, profile: str,
                                           kernel_under_test) -> None:
     """virsh save / virsh restore of a running Hyper-V guest asleep before its idle

@@ -37,7 +37,7 @@ from benchlib.errors import BadProfile, BenchError, Skip, UnknownProfile
 from benchlib.guest import boot, clear_stale, install_signal_handlers, reap_survivors
 from benchlib.hosts import DEFAULT_URI, HostPool
 from benchlib.kernels import variant_kernel
-from benchlib.profiles import all_profiles, get_profile, use_directory
+from benchlib.profiles import Needs, all_profiles, get_profile, profiles_needed, use_directory
 from benchlib.record import BootRecord
 from benchlib.userkernel import KernelUnderTest, bench_kernel, user_kernel
 from benchlib.variants import CUSTOM, known_variants
@@ -214,6 +214,9 @@ def boot_guest(libvirt_conn: libvirt.virConnect, host_pool: HostPool, initrd: Pa
 
 
 PROFILE_PARAMS = ("profile", "profile_name")
+# The one parameter of a test marked profiles(...) that no profile of the run fits:
+# skipped, saying what it needs.
+NO_PROFILE = "no-profile"
 
 
 # Opt-in tests: their marker, the option that runs them, and why they are not run
@@ -300,7 +303,7 @@ def skip_profiles_not_in(directory: Path, items: list[pytest.Item]) -> None:
     known = set(all_profiles())
     for item in items:
         name = item_profile(item)
-        if name is not None and name not in known:
+        if name is not None and name not in known and name != NO_PROFILE:
             item.add_marker(pytest.mark.skip(
                 reason=f"profile '{name}' is not in --profiles-dir {directory}"))
 
@@ -323,10 +326,27 @@ def budget_cases(config: pytest.Config) -> list:
             for variant in kernels]
 
 
+def needed_profiles(marker: pytest.Mark) -> list:
+    """The `profile` parameters of a test marked profiles(*needs): every profile of
+    the run that has what one of the Needs asks, or, when none has, one skipped
+    parameter saying what was needed."""
+    needs: tuple[Needs, ...] = marker.args
+    if not needs or not all(isinstance(need, Needs) for need in needs):
+        raise pytest.UsageError(f"@pytest.mark.profiles takes benchlib.profiles.Needs, "
+                                f"got {needs!r}")
+    names = profiles_needed(needs)
+    if names:
+        return names
+    wanted = "; or ".join(str(need) for need in needs)
+    return [pytest.param(NO_PROFILE, marks=pytest.mark.skip(
+        reason=f"no profile of this run has what the test needs: {wanted}"))]
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Tests taking `profile_name` run once per profile (or per --profile given);
-    tests taking `variant` once per bench variant, or with --kernel once, on the
-    user's kernel only: no such test ever boots a kernel the user did not name."""
+    """Tests marked profiles(*needs) run once per profile that has what they need;
+    tests taking `profile_name` once per profile (or per --profile given); tests
+    taking `variant` once per bench variant, or with --kernel once, on the user's
+    kernel only: no such test ever boots a kernel the user did not name."""
     if "profile_name" in metafunc.fixturenames:
         chosen = metafunc.config.getoption("--profile") or list(all_profiles())
         metafunc.parametrize("profile_name", chosen)
@@ -335,3 +355,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "variant" in metafunc.fixturenames:
         given = users_kernel_option(metafunc.config)
         metafunc.parametrize("variant", [CUSTOM] if given else known_variants())
+    # Last, as a parametrize mark would be: ids read variant-profile.
+    marker = metafunc.definition.get_closest_marker("profiles")
+    if marker is not None:
+        metafunc.parametrize("profile", needed_profiles(marker))

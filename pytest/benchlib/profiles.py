@@ -6,6 +6,7 @@ bench's part of the command line, the domain's name and type. Templating is stri
 """
 from __future__ import annotations
 
+import dataclasses
 import string
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
@@ -186,6 +187,50 @@ def profiles_with(directory: Path | None = None, **wanted: object) -> list[str]:
             if all(getattr(profile.caps, key) == value for key, value in wanted.items())]
 
 
+class Needs:
+    """What a test needs of a profile, as capability values: declared on the test
+    (`@pytest.mark.profiles(Needs(hyperv=True), ...)`, benchlib/plugin.py) and
+    resolved against the profiles of the run (vm-definitions/, or --profiles-dir)
+    when the suite is collected. `first`: the first such profile only, for a test
+    that needs one of a kind, not all. A capability Capabilities does not have is
+    a BadProfile at once, naming it (a typo never silently matches nothing)."""
+
+    def __init__(self, first: bool = False, **wanted: object) -> None:
+        known = {f.name for f in dataclasses.fields(Capabilities)} | {"interrupt_only"}
+        unknown = sorted(set(wanted) - known)
+        if unknown:
+            raise BadProfile(f"no profile capability '{unknown[0]}' (known: "
+                             f"{', '.join(sorted(known))})")
+        self.first = first
+        self.wanted = wanted
+
+    def names(self) -> list[str]:
+        """The names of the profiles that have all of it (see profiles_with)."""
+        found = profiles_with(**self.wanted)
+        return found[:1] if self.first else found
+
+    def one(self) -> str:
+        """The first such profile's name, or, when none has it, a name saying so
+        (first_profile: looking it up is UnknownProfile, a skip naming the need)."""
+        return first_profile(profiles_with(**self.wanted), str(self))
+
+    def first_only(self) -> "Needs":
+        """The same need, for the first such profile only."""
+        return Needs(first=True, **self.wanted)
+
+    def __str__(self) -> str:
+        what = ", ".join(f"{key}={value}" for key, value in self.wanted.items())
+        return f"the first with {what}" if self.first else what
+
+
+def profiles_needed(needs: tuple[Needs, ...]) -> list[str]:
+    """Every profile any of `needs` names, in the order given, each once."""
+    names: list[str] = []
+    for need in needs:
+        names += [name for name in need.names() if name not in names]
+    return names
+
+
 def first_profile(names: list[str], wanted: str) -> str:
     """The first of `names`, or, when none has what a test wants (a user's
     --profiles-dir may lack it), a name saying so: looking it up is UnknownProfile,
@@ -193,11 +238,15 @@ def first_profile(names: list[str], wanted: str) -> str:
     return names[0] if names else f"(no profile: {wanted})"
 
 
+# Interrupts are the only entropy, and no device of the profile raises one late in
+# the kernel's init (no input devices, no Hyper-V): user space gets to look at the
+# RNG before it is ready.
+QUIET = Needs(interrupt_only=True, hyperv=False, input_devices=False)
+
+
 def quiet_profiles() -> list[str]:
-    """Interrupts are the only entropy, and no device of the profile raises one
-    late in the kernel's init (no input devices, no Hyper-V): user space gets to
-    look at the RNG before it is ready."""
-    return profiles_with(interrupt_only=True, hyperv=False, input_devices=False)
+    """The QUIET profiles' names."""
+    return QUIET.names()
 
 
 def get_profile(name: str, directory: Path | None = None) -> Profile:
