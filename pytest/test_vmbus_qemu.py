@@ -2,12 +2,15 @@
 
 synic: a bare-metal guest with QEMU's hyperv-testdev checks message delivery, EOM
 re-delivery of a message that found its slot busy, HvSignalEvent, synthetic timer 0
-in message mode, the reference TSC page against the time reference counter and a
+in message mode, the reference TSC page against the time reference counter, reference
+time against the ACPI PM timer (an independent clock) and a
 direct-mode timer's vector and period, and that all of it carries on after the
 running guest is saved to a file and restored in a new QEMU; a vCPU hot-added there
 reads the partition's MSRs as VP 0 does and makes hypercalls; with hv-synic alone, an
-AutoEOI SINT still needs no APIC EOI after a save and restore. reboot: SynIC resets
-with live VMBus routes.
+AutoEOI SINT still needs no APIC EOI after a save and restore; the TLFS's error paths
+(#GP for an MSR not offered under hv-enforce-cpuid and for the EOI MSR read, a locked
+hypercall MSR, invalid hypercall input values, HvNotifyLongSpinWait). reboot: SynIC
+resets with live VMBus routes.
 Bad hv-* flag combinations are refused with one error line, not an abort.
 """
 from __future__ import annotations

@@ -20,6 +20,12 @@
 #     delivered after the guest writes EOM; a masked SINT; AutoEOI;
 #   - #GP on read-only MSRs and on an unmasked SINT below vector 16, #UD for
 #     VMCALL with the hypercall page disabled, and for VMCALL at CPL 3;
+#   - the TLFS's error paths: with hv-enforce-cpuid, #GP for an MSR of an
+#     enlightenment not offered (hv-frequencies), a read of the write-only EOI
+#     MSR is #GP; a locked hypercall MSR ignores writes; reserved bits, a rep
+#     count, a rep start or a variable header size in a simple call's input
+#     value is HV_STATUS_INVALID_HYPERCALL_INPUT and does nothing;
+#     HvNotifyLongSpinWait succeeds (hv-spinlocks);
 #   - VMCALL in a nested guest (TCG's SVM: VMRUN, #UD intercepted): a #UD
 #     exit at the VMCALL, never a hypercall to this hypervisor;
 #   - HvSignalEvent (event flag + SINT);
@@ -29,10 +35,12 @@
 #     slot (the new expiry comes, and only it);
 #   - the reference TSC page (its time between two reads of the time
 #     reference counter);
+#   - reference time against an independent clock, the ACPI PM timer (its
+#     rate within 2 %), before the save and again after the restore;
 #   - synthetic timer 1 in direct mode (hv-stimer-direct: interrupts on its
 #     vector, its period, no message);
 #   - save and restore with both timers running: the guest says "save now",
-#     this script migrates QEMU to a file over QMP (python3) and restores it in
+#     this script migrates QEMU to a file over QMP (qmp-action.py) and restores it in
 #     a second QEMU (-incoming), whose extra fw_cfg file tells the guest where
 #     it runs. There the Hyper-V MSRs read as saved, reference time never went
 #     back, both timers fire, hypercalls and messages work and the TSC page
@@ -166,7 +174,7 @@ test_synic() {
 	# A spare vCPU slot (maxcpus=3) for the hot-add: QEMU 7.2's MTTCG never gives
 	# an unplugged vCPU's TCG context back, and a vCPU added in its slot aborts.
 	run_saved_and_restored synic-test -no-reboot -M pc -smp 2,maxcpus=3 -m 64 \
-		-cpu qemu64,hv-vpindex,hv-synic,hv-time,hv-stimer,hv-stimer-direct,hv-runtime,+invtsc \
+		-cpu qemu64,hv-vpindex,hv-synic,hv-time,hv-stimer,hv-stimer-direct,hv-runtime,hv-vapic,hv-spinlocks=0x1fff,hv-enforce-cpuid,+invtsc \
 		-device hyperv-testdev -device isa-debug-exit,iobase=0xf4,iosize=4 \
 		-kernel "$work/synic-test.elf"
 	check "$(ok_if [ "$saved" = yes ])" "synic: the guest was saved while it ran (QMP migrate to a file)"
@@ -179,7 +187,8 @@ test_synic() {
 
 # test_synic_only: the SynIC without the timers (hv-synic alone, so no
 # cpu/hyperv_tcg migration subsection): a SINT with AutoEOI across save and
-# restore (the guest's synic_only_test()).
+# restore (the guest's synic_only_test()); without hv-enforce-cpuid, MSRs of
+# enlightenments not offered are no fault, as under KVM.
 test_synic_only() {
 	local saved added rc
 	build_synic_test

@@ -8,9 +8,13 @@
  * time MSRs, message delivery, re-delivery of a message that found its slot
  * busy once the guest writes EOM, a message posted to a masked SINT (kept
  * in its slot, raised on unmask), SINT auto-EOI, #GP and #UD cases (VMCALL at
- * CPL 3, and in a nested SVM guest), HvSignalEvent, the periodic
+ * CPL 3, and in a nested SVM guest), the TLFS's error paths (MSRs of
+ * enlightenments not offered under hv-enforce-cpuid, the write-only EOI MSR,
+ * a locked hypercall MSR, invalid hypercall input values), HvSignalEvent,
+ * HvNotifyLongSpinWait, the periodic
  * synthetic timer 0 in message mode, the reference TSC page against the
- * time reference counter, synthetic timer 1 in direct mode (its period
+ * time reference counter, reference time against an independent clock (the
+ * ACPI PM timer), synthetic timer 1 in direct mode (its period
  * and that it posts no message), a save and restore into a new QEMU
  * process with both timers running, a second vCPU (unplugged, then a new
  * one hot-added in its place: the partition's MSRs and hypercalls there),
@@ -21,8 +25,12 @@
 
 #define HV_X64_MSR_GUEST_OS_ID      0x40000000
 #define HV_X64_MSR_HYPERCALL        0x40000001
+#define HV_HYPERCALL_LOCKED         (1u << 1)
 #define HV_X64_MSR_VP_INDEX         0x40000002
 #define HV_X64_MSR_TIME_REF_COUNT   0x40000020
+#define HV_X64_MSR_TSC_FREQUENCY    0x40000022
+#define HV_X64_MSR_EOI              0x40000070
+#define HV_X64_MSR_APIC_ASSIST_PAGE 0x40000073
 #define HV_X64_MSR_REFERENCE_TSC    0x40000021
 #define HV_X64_MSR_SCONTROL         0x40000080
 #define HV_X64_MSR_SVERSION         0x40000081
@@ -50,6 +58,8 @@
 #define AP_SIMP_PAGE    0x205000
 #define AP_SIEFP_PAGE   0x206000
 #define AP_INPUT_PAGE   0x207000
+/* where a locked hypercall MSR is asked to move the page (unused otherwise) */
+#define SPARE_PAGE      0x208000
 
 /* how long the guest waits to be saved and restored: 60 s of reference time */
 #define SAVE_RESTORE_WAIT   600000000ull
@@ -132,6 +142,13 @@ static inline uint8_t inb(uint16_t port)
     return v;
 }
 
+static inline uint32_t inl(uint16_t port)
+{
+    uint32_t v;
+    __asm__ volatile("inl %1, %0" : "=a"(v) : "Nd"(port));
+    return v;
+}
+
 static inline void outw(uint16_t port, uint16_t v)
 {
     __asm__ volatile("outw %0, %1" : : "a"(v), "Nd"(port));
@@ -162,6 +179,21 @@ static uint32_t wrmsr_fault(uint32_t msr, uint64_t v)
                      "1:\tmovl $0, fault_resume"
                      : : "c"(msr), "a"((uint32_t)v), "d"((uint32_t)(v >> 32))
                      : "memory");
+    return fault_vector;
+}
+
+/* RDMSR, resuming after it if it faults: the vector that came, or 0 */
+static uint32_t rdmsr_fault(uint32_t msr)
+{
+    uint32_t lo, hi;
+
+    fault_vector = 0;
+    __asm__ volatile("movl $1f, fault_resume\n\t"
+                     "rdmsr\n"
+                     "1:\tmovl $0, fault_resume"
+                     : "=a"(lo), "=d"(hi) : "c"(msr) : "memory");
+    (void)lo;
+    (void)hi;
     return fault_vector;
 }
 
@@ -285,6 +317,80 @@ static uint64_t hypercall(uint64_t control, uint64_t input, uint64_t output)
                        [pg] "m"(hypercall_page)
                      : "memory", "cc");
     return (uint64_t)edx << 32 | eax;
+}
+
+/*
+ * An independent clock: the ACPI PM timer of the PIIX4 (-M pc), 3.579545 MHz,
+ * 24 bits, which QEMU runs from its virtual clock and which no Hyper-V code
+ * computes. Its I/O base is what the firmware put in the PIIX4 PM function's
+ * PMBASE (PCI 00:01.3, register 0x40); 0 if that function is not there or its
+ * I/O space is off.
+ */
+#define PIIX4_PM_BDF        ((1 << 3) | 3)
+#define PIIX4_PMBASE        0x40
+#define PIIX4_PMREGMISC     0x80
+#define PM_TIMER_OFFSET     8
+#define PM_TIMER_HZ         3579545ull
+#define PM_TIMER_MASK       0xffffff
+/* reference time counts 100 ns units */
+#define REF_HZ              10000000ull
+/* how long the two clocks are compared: 0.5 s of reference time */
+#define CLOCK_WINDOW_REF    5000000ull
+/* the most the two rates may differ, as a fraction: 1/50 (2 %) */
+#define CLOCK_AGREE_DIV     50
+
+static uint32_t pci_read32(uint32_t bdf, uint32_t reg)
+{
+    outl(0xcf8, 0x80000000u | bdf << 8 | reg);
+    return inl(0xcfc);
+}
+
+static uint16_t pm_timer_port(void)
+{
+    if ((pci_read32(PIIX4_PM_BDF, 0) & 0xffff) != 0x8086 ||
+        !(pci_read32(PIIX4_PM_BDF, PIIX4_PMREGMISC) & 1)) {
+        return 0;
+    }
+    return (pci_read32(PIIX4_PM_BDF, PIIX4_PMBASE) & 0xffc0) + PM_TIMER_OFFSET;
+}
+
+/*
+ * Reference time against the PM timer over CLOCK_WINDOW_REF: their rates
+ * agree within 1/CLOCK_AGREE_DIV. The PM timer is read often enough that
+ * its 24 bits never wrap unseen (4.7 s).
+ */
+static int ref_time_agrees_with_pm_timer(const char *when)
+{
+    uint16_t port = pm_timer_port();
+    uint64_t ticks = 0, ref0, ref, lhs, rhs;
+    uint32_t last, now;
+
+    if (!port) {
+        puts_serial("    no ACPI PM timer found\n");
+        return 0;
+    }
+    last = inl(port) & PM_TIMER_MASK;
+    ref0 = ref_time();
+    do {
+        now = inl(port) & PM_TIMER_MASK;
+        ticks += (now - last) & PM_TIMER_MASK;
+        last = now;
+        ref = ref_time();
+    } while (ref - ref0 < CLOCK_WINDOW_REF);
+    /* ticks / PM_TIMER_HZ against (ref - ref0) / REF_HZ, without a division */
+    lhs = ticks * REF_HZ;
+    rhs = (ref - ref0) * PM_TIMER_HZ;
+    if ((lhs > rhs ? lhs - rhs : rhs - lhs) * CLOCK_AGREE_DIV < rhs) {
+        return 1;
+    }
+    puts_serial("    ");
+    puts_serial(when);
+    puts_serial(": PM timer ticks ");
+    puthex(ticks);
+    puts_serial(" in reference time ");
+    puthex(ref - ref0);
+    puts_serial("\n");
+    return 0;
 }
 
 /*
@@ -899,6 +1005,11 @@ static void synic_only_test(void)
     wrmsr(HV_X64_MSR_SIEFP, SIEFP_PAGE | 1);
     wrmsr(HV_X64_MSR_SINT0 + MSG_SINT, MSG_VECTOR | 1 << 17);   /* AutoEOI */
     wrmsr(HV_X64_MSR_SCONTROL, 1);
+    /* without hv-enforce-cpuid, as KVM: an MSR not offered is no fault */
+    check(rdmsr_fault(HV_X64_MSR_TSC_FREQUENCY) == 0 &&
+          wrmsr_fault(HV_X64_MSR_APIC_ASSIST_PAGE, 0) == 0,
+          "synic-only: without hv-enforce-cpuid, MSRs not offered (frequency, "
+          "VP assist page) are no fault");
     setup_interrupts();
     no_apic_eoi_vector = MSG_VECTOR;
     a = synic_only_connect();
@@ -1079,6 +1190,20 @@ void main(void)
     check(wrmsr_fault(HV_X64_MSR_SINT0 + MSG_SINT, 5 | 1 << 16) == 0 &&
           wrmsr_fault(HV_X64_MSR_SINT0 + MSG_SINT, MSG_VECTOR) == 0,
           "WRMSR SINT2, masked vector 5: accepted");
+    /*
+     * With hv-enforce-cpuid, an MSR of an enlightenment the CPU model does not
+     * offer is #GP (here hv-frequencies, and the VP assist page of hv-vapic
+     * on a CPU without it is tested in synic_only_test(): it reads 0 there,
+     * without hv-enforce-cpuid); the EOI MSR is write-only.
+     */
+    check(rdmsr_fault(HV_X64_MSR_TSC_FREQUENCY) == GP_VECTOR,
+          "RDMSR TSC_FREQUENCY without hv-frequencies (hv-enforce-cpuid): #GP");
+    check(wrmsr_fault(HV_X64_MSR_TSC_FREQUENCY, 1) == GP_VECTOR,
+          "WRMSR TSC_FREQUENCY without hv-frequencies (hv-enforce-cpuid): #GP");
+    check(rdmsr_fault(HV_X64_MSR_EOI) == GP_VECTOR,
+          "RDMSR EOI (write-only, hv-vapic): #GP");
+    check(rdmsr_fault(HV_X64_MSR_APIC_ASSIST_PAGE) == 0,
+          "RDMSR APIC_ASSIST_PAGE (hv-vapic): no fault");
     b = rdmsr(HV_X64_MSR_HYPERCALL);
     wrmsr(HV_X64_MSR_HYPERCALL, b & ~1u);
     check(vmcall_fault(0xffff) == UD_VECTOR,
@@ -1086,6 +1211,14 @@ void main(void)
     wrmsr(HV_X64_MSR_HYPERCALL, b);
     check(vmcall_fault(0xffff) == 0, "VMCALL with the hypercall page enabled: "
           "no fault");
+    /* Locked: the MSR is immutable (until a reset): neither disabled nor moved */
+    wrmsr(HV_X64_MSR_HYPERCALL, b | HV_HYPERCALL_LOCKED);
+    wrmsr(HV_X64_MSR_HYPERCALL, b & ~1u);
+    wrmsr(HV_X64_MSR_HYPERCALL, SPARE_PAGE | 1);
+    check(rdmsr(HV_X64_MSR_HYPERCALL) == (b | HV_HYPERCALL_LOCKED) &&
+          vmcall_fault(0xffff) == 0 && *(volatile uint8_t *)SPARE_PAGE != 0x0f,
+          "hypercall MSR locked: a write that disables or moves the page "
+          "changes nothing");
     setup_cpl3();
     a = irq_count[MSG_VECTOR];
     run_at_cpl3(cpl3_vmcall);
@@ -1116,6 +1249,30 @@ void main(void)
     status = hypercall(0x005d | 1 << 16, 7, 0);
     check((status & 0xffff) == 18, "HvSignalEvent on an unknown connection: "
           "invalid connection id");
+    /*
+     * The hypercall input value's other fields: a simple call given a rep
+     * count, a rep start index or a variable header size, or any reserved bit
+     * set, is invalid input, and does nothing (without them the same call
+     * signals the event: above).
+     */
+    evt_page[EVT_SINT * 64] &= ~(1u << EVT_CONN);
+    a = irq_count[EVT_VECTOR];
+    check((hypercall(0x005d | 1 << 16 | 1ull << 32, EVT_CONN, 0) & 0xffff) == 3,
+          "HvSignalEvent with a rep count: invalid input");
+    check((hypercall(0x005d | 1 << 16 | 1ull << 48, EVT_CONN, 0) & 0xffff) == 3,
+          "HvSignalEvent with a rep start index: invalid input");
+    check((hypercall(0x005d | 1 << 16 | 1 << 17, EVT_CONN, 0) & 0xffff) == 3,
+          "HvSignalEvent with a variable header size: invalid input");
+    check((hypercall(0x005d | 1 << 16 | 1 << 27, EVT_CONN, 0) & 0xffff) == 3 &&
+          (hypercall(0x005d | 1 << 16 | 1ull << 46, EVT_CONN, 0) & 0xffff) == 3 &&
+          (hypercall(0x005d | 1 << 16 | 1ull << 63, EVT_CONN, 0) & 0xffff) == 3,
+          "HvSignalEvent with reserved bits 27, 46 or 63: invalid input");
+    check(!wait_count(&irq_count[EVT_VECTOR], a + 1) &&
+          !(evt_page[EVT_SINT * 64] & (1u << EVT_CONN)),
+          "no invalid HvSignalEvent signalled the event (flag clear, no SINT)");
+    /* hv-spinlocks tells the guest to notify: HvNotifyLongSpinWait, fast */
+    check((hypercall(0x0008 | 1 << 16, 0x1fff, 0) & 0xffff) == 0,
+          "HvNotifyLongSpinWait: success");
 
     /* synthetic timer 0, periodic, 1ms, message mode on SINT4 */
     wrmsr(HV_X64_MSR_STIMER0_COUNT, 10000);
@@ -1238,6 +1395,8 @@ void main(void)
               "reference TSC page: valid sequence and a scale");
         check(tsc_page_in_range(), "reference TSC page time lies between two "
               "reads of the time reference counter (100 reads)");
+        check(ref_time_agrees_with_pm_timer("before the save"),
+              "reference time runs at the ACPI PM timer's rate (within 2 %)");
     }
 
     /* synthetic timer 1, direct mode, periodic 1ms on DIRECT_VECTOR */
@@ -1348,6 +1507,9 @@ void main(void)
             wrmsr(HV_X64_MSR_EOM, 0);
             check(tsc_page_in_range(), "save/restore: the reference TSC page "
                   "still agrees with the time reference counter");
+            check(ref_time_agrees_with_pm_timer("after the restore"),
+                  "save/restore: reference time still runs at the ACPI PM "
+                  "timer's rate (within 2 %)");
         }
         wrmsr(HV_X64_MSR_STIMER0_CONFIG, 0);
         wrmsr(HV_X64_MSR_STIMER1_CONFIG, 0);
