@@ -19,7 +19,7 @@ import pytest
 
 from benchlib import crngcheck, tracedboot
 from benchlib.crngstate import parse_crng_state
-from benchlib.profiles import QUIET, Needs
+from benchlib.profiles import QUIET, Needs, get_profile
 from benchlib.record import BootRecord
 
 pytestmark = pytest.mark.crng
@@ -74,7 +74,7 @@ def crng_boot(boot_guest, bench_variant):
 def test_crng_states_printed_in_order(crng_boot, profile: str) -> None:
     record = crng_boot(profile)
     seen = crngcheck.assert_states_in_order(
-        record, interrupt_only=profile in INTERRUPT_ONLY + HYPERV_INTERRUPT_ONLY)
+        record, interrupt_only=get_profile(profile).caps.interrupt_only)
     debug = crngcheck.debugfs(record)
     assert debug.fields["mode"] == "rfc"
     assert [t.to for t in debug.transitions()] == seen, (

@@ -77,7 +77,7 @@ def ready(record: BootRecord) -> tuple[int, float]:
 def test_lrng_stages_printed_in_order(lrng_boot, profile: str) -> None:
     record = lrng_boot(profile)
     milestones.assert_in_order(record,
-                               all_required=profile in INTERRUPT_ONLY + HYPERV_INTERRUPT_ONLY)
+                               all_required=get_profile(profile).caps.interrupt_only)
 
 
 # ---- Who blocks --------------------------------------------------------------------------

@@ -209,6 +209,11 @@ class Needs:
         found = profiles_with(**self.wanted)
         return found[:1] if self.first else found
 
+    def __contains__(self, name: object) -> bool:
+        """`profile in NEED`: whether the named profile has what is needed (it
+        is one of names(), first=True aside)."""
+        return name in profiles_with(**self.wanted)
+
     def one(self) -> str:
         """The first such profile's name, or, when none has it, a name saying so
         (first_profile: looking it up is UnknownProfile, a skip naming the need)."""
@@ -254,6 +259,18 @@ def get_profile(name: str, directory: Path | None = None) -> Profile:
     if name not in profiles:
         raise UnknownProfile(f"unknown profile '{name}' (known: {', '.join(profiles)})")
     return profiles[name]
+
+
+def with_tsc_frequency(xml: str, hz: int) -> str:
+    """A rendered domain whose fixed TSC rate (<timer name='tsc' frequency=.../>,
+    which libvirt asks of a guest with invtsc before it saves one) is `hz`; a
+    domain without one is returned as it is."""
+    root = ET.fromstring(xml)
+    timer = root.find("clock/timer[@name='tsc']")
+    if timer is None or timer.get("frequency") is None:
+        return xml
+    timer.set("frequency", str(hz))
+    return ET.tostring(root, encoding="unicode")
 
 
 def resize_memory(xml: str, mib: int) -> str:
