@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import subprocess
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,8 @@ from benchlib import paths, plan
 from benchlib.errors import BenchError
 from benchlib.guest import TASK_SLACK_S, trace_cmdline
 from benchlib.paths import PROFILE_DIR
-from benchlib.profiles import PLACEHOLDERS, all_profiles, get_profile
+from benchlib.libvirtconn import host_tsc_hz
+from benchlib.profiles import PLACEHOLDERS, all_profiles, get_profile, with_tsc_frequency
 from benchlib.synthetic import throughput_records
 from benchlib.record import (BootRecord, KmsgIncomplete, TaskOutput, parse_console, parse_data,
                              parse_kmsg)
@@ -45,6 +47,23 @@ def test_harness_profile_renders_and_validates(name: str, tmp_path: Path) -> Non
     result = subprocess.run(["virt-xml-validate", str(path), "domain"], capture_output=True,
                             text=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_harness_tsc_rate_is_the_hosts_under_tcg(libvirt_conn) -> None:
+    """A profile's fixed TSC rate (hyperv: invtsc, so that libvirt may save it)
+    becomes the host's own as libvirt measured it: libvirt refuses a rate more
+    than 250 ppm from the host's where the CPU cannot scale its TSC (seen on a
+    2.445 GHz host, where 2 GHz failed every hyperv boot). A profile without one
+    keeps none."""
+    hyperv = get_profile("hyperv").render(**DUMMY)
+    assert "frequency='2000000000'" in hyperv or 'frequency="2000000000"' in hyperv
+    host_hz = host_tsc_hz(libvirt_conn)
+    if host_hz is None:
+        pytest.skip("libvirt did not measure this host's TSC: it checks no rate either")
+    timer = ET.fromstring(with_tsc_frequency(hyperv, host_hz)).find("clock/timer[@name='tsc']")
+    assert timer is not None and timer.get("frequency") == str(host_hz)
+    quiet = get_profile("tcg-quiet").render(**DUMMY)
+    assert with_tsc_frequency(quiet, host_hz) == quiet
 
 
 def test_harness_render_is_strict() -> None:

@@ -37,7 +37,8 @@ from .kernels import check_bzimage
 from .modules import MODULES_TASK, ModuleTree, initrd_with_modules
 from .kreports import reports
 from .paths import DEFAULT_EMULATOR, FIXTURE_DIR, patched_qemu
-from .profiles import Profile, resize_memory
+from .libvirtconn import host_tsc_hz
+from .profiles import Profile, resize_memory, with_tsc_frequency
 from .record import (PACKED_START, BootRecord, KmsgIncomplete, messages_from, parse_console,
                      parse_plain, read_text, unpack_channel)
 
@@ -381,6 +382,12 @@ def prepare(conn: libvirt.virConnect, request: BootRequest, streamed: bool = Fal
         console_log=str(console_log), data_log=str(data_log))
     if request.memory_mib is not None:
         xml = resize_memory(xml, request.memory_mib)
+    # Under TCG the guest's TSC is the host's cycle counter: a fixed TSC rate in the
+    # profile is the host's own, which libvirt then accepts (it refuses a rate
+    # more than 250 ppm from the host's, unless the host CPU scales its TSC).
+    host_hz = host_tsc_hz(conn) if conn is not None and request.accel == "tcg" else None
+    if host_hz is not None:
+        xml = with_tsc_frequency(xml, host_hz)
     xml = wire(xml, console_log, data_log, request.profile.name, streamed)
     (outdir / "domain.xml").write_text(xml)
     return Prepared(name, outdir, kernel, cmdline, xml, console_log, data_log, with_modules)
