@@ -42,7 +42,8 @@
 #   - save and restore with both timers running: the guest says "save now",
 #     this script migrates QEMU to a file over QMP (qmp-action.py) and restores it in
 #     a second QEMU (-incoming), whose extra fw_cfg file tells the guest where
-#     it runs. There the Hyper-V MSRs read as saved, reference time never went
+#     it runs. There the Hyper-V MSRs read as saved (the TSC frequency MSR
+#     too, though the restoring QEMU measures its own rate), reference time never went
 #     back, both timers fire, hypercalls and messages work and the TSC page
 #     agrees with the reference counter; the rest of the test runs there;
 #   - a second vCPU (INIT-SIPI-SIPI): VP index 1, its own timer delivering to
@@ -174,7 +175,7 @@ test_synic() {
 	# A spare vCPU slot (maxcpus=3) for the hot-add: QEMU 7.2's MTTCG never gives
 	# an unplugged vCPU's TCG context back, and a vCPU added in its slot aborts.
 	run_saved_and_restored synic-test -no-reboot -M pc -smp 2,maxcpus=3 -m 64 \
-		-cpu qemu64,hv-vpindex,hv-synic,hv-time,hv-stimer,hv-stimer-direct,hv-runtime,hv-vapic,hv-spinlocks=0x1fff,hv-enforce-cpuid,+invtsc \
+		-cpu qemu64,hv-vpindex,hv-synic,hv-time,hv-stimer,hv-stimer-direct,hv-runtime,hv-frequencies,hv-vapic,hv-spinlocks=0x1fff,hv-enforce-cpuid,+invtsc \
 		-device hyperv-testdev -device isa-debug-exit,iobase=0xf4,iosize=4 \
 		-kernel "$work/synic-test.elf"
 	check "$(ok_if [ "$saved" = yes ])" "synic: the guest was saved while it ran (QMP migrate to a file)"

@@ -27,6 +27,7 @@
 #define HV_X64_MSR_HYPERCALL        0x40000001
 #define HV_HYPERCALL_LOCKED         (1u << 1)
 #define HV_X64_MSR_VP_INDEX         0x40000002
+#define HV_X64_MSR_RESET            0x40000003
 #define HV_X64_MSR_TIME_REF_COUNT   0x40000020
 #define HV_X64_MSR_TSC_FREQUENCY    0x40000022
 #define HV_X64_MSR_EOI              0x40000070
@@ -1192,14 +1193,15 @@ void main(void)
           "WRMSR SINT2, masked vector 5: accepted");
     /*
      * With hv-enforce-cpuid, an MSR of an enlightenment the CPU model does not
-     * offer is #GP (here hv-frequencies, and the VP assist page of hv-vapic
-     * on a CPU without it is tested in synic_only_test(): it reads 0 there,
-     * without hv-enforce-cpuid); the EOI MSR is write-only.
+     * offer is #GP (here hv-reset's; synic_only_test() reads MSRs not offered
+     * without hv-enforce-cpuid: no fault there); the EOI MSR is write-only.
      */
-    check(rdmsr_fault(HV_X64_MSR_TSC_FREQUENCY) == GP_VECTOR,
-          "RDMSR TSC_FREQUENCY without hv-frequencies (hv-enforce-cpuid): #GP");
-    check(wrmsr_fault(HV_X64_MSR_TSC_FREQUENCY, 1) == GP_VECTOR,
-          "WRMSR TSC_FREQUENCY without hv-frequencies (hv-enforce-cpuid): #GP");
+    check(rdmsr_fault(HV_X64_MSR_RESET) == GP_VECTOR,
+          "RDMSR RESET without hv-reset (hv-enforce-cpuid): #GP");
+    check(wrmsr_fault(HV_X64_MSR_RESET, 0) == GP_VECTOR,
+          "WRMSR RESET without hv-reset (hv-enforce-cpuid): #GP");
+    check(rdmsr(HV_X64_MSR_TSC_FREQUENCY) != 0,
+          "TSC_FREQUENCY (hv-frequencies): a rate");
     check(rdmsr_fault(HV_X64_MSR_EOI) == GP_VECTOR,
           "RDMSR EOI (write-only, hv-vapic): #GP");
     check(rdmsr_fault(HV_X64_MSR_APIC_ASSIST_PAGE) == 0,
@@ -1429,7 +1431,8 @@ void main(void)
      * (QMP "migrate") and a new QEMU process restores it (-incoming) with
      * RESTORED_FILE in fw_cfg. Both timers run across it, message-mode
      * stimer0 and direct-mode stimer1, 1 ms periodic. In the restored QEMU
-     * the Hyper-V MSRs read as they did, the reference time never went back,
+     * the Hyper-V MSRs read as they did (the TSC frequency too: the restoring
+     * QEMU measures its own), the reference time never went back,
      * both timers fire again, the hypercall page still works, a message
      * reaches the SINT2 slot (the SynIC's pages are mapped again) and the
      * TSC page still agrees with the time reference counter.
@@ -1441,6 +1444,8 @@ void main(void)
             HV_X64_MSR_SINT0 + TIMER_SINT, HV_X64_MSR_STIMER0_CONFIG,
             HV_X64_MSR_STIMER0_COUNT, HV_X64_MSR_STIMER1_CONFIG,
             HV_X64_MSR_STIMER1_COUNT, HV_X64_MSR_REFERENCE_TSC,
+            /* the rate the TSC page's scale was made from (hv-frequencies) */
+            HV_X64_MSR_TSC_FREQUENCY,
         };
         enum { KEPT_MSRS = sizeof(kept_msrs) / sizeof(kept_msrs[0]) };
         uint64_t saved[KEPT_MSRS], now, last, deadline;
@@ -1477,8 +1482,8 @@ void main(void)
                     puts_serial("\n");
                 }
             }
-            check(!changed, "save/restore: the hypercall, SynIC, timer and "
-                  "TSC page MSRs read as they were saved");
+            check(!changed, "save/restore: the hypercall, SynIC, timer, TSC "
+                  "page and TSC frequency MSRs read as they were saved");
             check(!went_back && ref_time() >= last, "save/restore: the "
                   "reference time never went back");
             a = timer_msgs;
