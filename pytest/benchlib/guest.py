@@ -14,7 +14,7 @@ import re
 import secrets
 import signal
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -349,7 +349,7 @@ class Prepared:
 
 
 def prepare(conn: libvirt.virConnect, request: BootRequest, streamed: bool = False,
-            lease: Optional[Lease] = None, kind: str = "") -> Prepared:
+            lease: Optional[Lease] = None, kind: str = "", append: bool = False) -> Prepared:
     """Everything before a domain starts, for every kind of boot: the emulator, the
     checked kernel, a unique name (profile, variant, `kind`, random suffix), the
     boot's folder, the initramfs with the kernel's modules, uploads to a host that
@@ -388,7 +388,7 @@ def prepare(conn: libvirt.virConnect, request: BootRequest, streamed: bool = Fal
     host_hz = host_tsc_hz(conn) if conn is not None and request.accel == "tcg" else None
     if host_hz is not None:
         xml = with_tsc_frequency(xml, host_hz)
-    xml = wire(xml, console_log, data_log, request.profile.name, streamed)
+    xml = wire(xml, console_log, data_log, request.profile.name, streamed, append)
     (outdir / "domain.xml").write_text(xml)
     return Prepared(name, outdir, kernel, cmdline, xml, console_log, data_log, with_modules)
 
@@ -451,12 +451,9 @@ class Guest:
 
     def __enter__(self) -> "Guest":
         request, lease = self.request, self.lease
-        ready = prepare(self.conn, request, self.streamed, lease, self.kind)
-        if self.saveable:       # a restored QEMU reopens its channels' files: append
-            xml = wire(ready.xml, ready.console_log, ready.data_log, request.profile.name,
-                       append=True)
-            (ready.outdir / "domain.xml").write_text(xml)
-            ready = replace(ready, xml=xml)
+        # A restored QEMU reopens a saveable guest's channel files: append to them.
+        ready = prepare(self.conn, request, self.streamed, lease, self.kind,
+                        append=self.saveable)
         self._ready = ready
         self._record = BootRecord(
             name=ready.name, profile=request.profile.name, variant=request.variant,

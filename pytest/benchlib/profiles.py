@@ -204,20 +204,23 @@ class Needs:
         self.first = first
         self.wanted = wanted
 
+    def matching(self) -> list[str]:
+        """The names of every profile that has all of it (see profiles_with)."""
+        return profiles_with(**self.wanted)
+
     def names(self) -> list[str]:
-        """The names of the profiles that have all of it (see profiles_with)."""
-        found = profiles_with(**self.wanted)
+        """matching(), or only its first with first=True."""
+        found = self.matching()
         return found[:1] if self.first else found
 
     def __contains__(self, name: object) -> bool:
-        """`profile in NEED`: whether the named profile has what is needed (it
-        is one of names(), first=True aside)."""
-        return name in profiles_with(**self.wanted)
+        """`profile in NEED`: whether the named profile has what is needed."""
+        return name in self.matching()
 
     def one(self) -> str:
         """The first such profile's name, or, when none has it, a name saying so
         (first_profile: looking it up is UnknownProfile, a skip naming the need)."""
-        return first_profile(profiles_with(**self.wanted), str(self))
+        return first_profile(self.matching(), str(self))
 
     def first_only(self) -> "Needs":
         """The same need, for the first such profile only."""
@@ -248,10 +251,6 @@ def first_profile(names: list[str], wanted: str) -> str:
 # RNG before it is ready.
 QUIET = Needs(interrupt_only=True, hyperv=False, input_devices=False)
 
-
-def quiet_profiles() -> list[str]:
-    """The QUIET profiles' names."""
-    return QUIET.names()
 
 
 def get_profile(name: str, directory: Path | None = None) -> Profile:

@@ -84,9 +84,8 @@ class SavedGuest(Guest):
 
     def __enter__(self) -> "SavedGuest":
         try:
-            super().__enter__()
+            super().__enter__()     # a failed start has already cleaned up
         except BenchError as exc:
-            self.__exit__(None, None, None)
             name = self._ready.name if self._ready is not None else self.kind
             raise RestoreFailed(f"start {name}: {exc}") from None
         return self
