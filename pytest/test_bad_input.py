@@ -10,7 +10,7 @@ import pytest
 from benchlib import paths, plan
 from benchlib.errors import BadKernel, BootFailed, NeedsKvm, UnknownProfile
 from benchlib.kernels import check_bzimage
-from benchlib.profiles import get_profile
+from benchlib.profiles import QUIET, get_profile
 
 # A stalled boot is declared after this long in these tests (not the default).
 STALL_DEADLINE_S = 20
@@ -60,14 +60,14 @@ def test_truncated_kernel_is_named_before_any_boot(boot_guest, kernel_under_test
     truncated.write_bytes(whole[:256 * 1024])
     with pytest.raises(BadKernel, match=f"kernel image '{truncated}' is truncated: "
                                         f"{256 * 1024} bytes, its boot header declares"):
-        boot_guest("tcg-quiet", tasks=["probe"], variant="truncated", kernel=truncated,
+        boot_guest(QUIET.one(), tasks=["probe"], variant="truncated", kernel=truncated,
                    stage_deadline_s=STALL_DEADLINE_S)
 
 
 def test_guest_panic_is_reported_with_stage(boot_guest) -> None:
     # An init that does not exist, asked for by name: the kernel panics.
     with pytest.raises(BootFailed, match="Kernel panic - not syncing") as failure:
-        boot_guest("tcg-quiet", tasks=["probe"],
+        boot_guest(QUIET.one(), tasks=["probe"],
                    extra_cmdline="rdinit=/no-such-init init=/no-such-init",
                    stage_deadline_s=STALL_DEADLINE_S)
     assert failure.value.stage == "kernel"
@@ -77,7 +77,7 @@ def test_guest_panic_is_reported_with_stage(boot_guest) -> None:
 def test_guest_that_never_reaches_init_is_reported_with_stage(boot_guest) -> None:
     # A shell as init waits for input forever: the bench's init stage never comes.
     with pytest.raises(BootFailed, match="no stage 'init' within") as failure:
-        boot_guest("tcg-quiet", tasks=["probe"], extra_cmdline="rdinit=/bin/sh",
+        boot_guest(QUIET.one(), tasks=["probe"], extra_cmdline="rdinit=/bin/sh",
                    stage_deadline_s=STALL_DEADLINE_S)
     assert failure.value.stage == "kernel"
     assert "Linux version" in Path(failure.value.console_log).read_text()

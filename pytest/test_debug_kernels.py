@@ -18,10 +18,11 @@ import re
 import pytest
 
 from benchlib.kreports import missing_banners, reports
+from benchlib.profiles import Needs
 from benchlib.variants import known_variants
 
 # virtio-rng makes every variant ready at once: the readers read, never wait.
-PROFILE = "tcg-virtio-rng"
+PROFILE = Needs(virtio_rng=True, hyperv=False, numa_nodes=1).one()
 FLAVOUR = "debug"
 # KASAN and lockdep under TCG: boots and readers run several times slower.
 DEBUG_TIMEOUT_S = 180

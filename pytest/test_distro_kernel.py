@@ -20,11 +20,15 @@ from benchlib.errors import BadKernel, BootFailed
 from benchlib.modules import (GUEST_LOAD_ORDER, GUEST_MODULE_DIR, MODULES_TASK, ModuleTree,
                               segment)
 from benchlib.procfs import parse_interrupts
-from benchlib.profiles import get_profile
+from benchlib.profiles import Needs, get_profile
 from benchlib.userkernel import user_kernel
 from benchlib.vmbus import HYP_ROW, TSC_PAGE_CLOCKSOURCE, current_clocksource
 
-VIRTIO_PROFILE, HYPERV_PROFILE, INPUT_PROFILE = "tcg-virtio-rng", "hyperv", "tcg-input"
+# A profile of each kind the distro kernel's modules must serve: virtio-rng, the
+# Azure-like Hyper-V guest (direct-mode timers, the TSC page), PS/2 input.
+VIRTIO_PROFILE = Needs(virtio_rng=True, hyperv=False, numa_nodes=1).one()
+HYPERV_PROFILE = Needs(hyperv=True, stimer_mode="direct", reference_tsc=True).one()
+INPUT_PROFILE = Needs(input_devices=True).one()
 ELF = b"\x7fELF"
 
 
