@@ -16,10 +16,10 @@
  * time reference counter, reference time against an independent clock (the
  * ACPI PM timer), synthetic timer 1 in direct mode (its period
  * and that it posts no message), a save and restore into a new QEMU
- * process with both timers running, a second vCPU (unplugged, then a new
- * one hot-added in its place: the partition's MSRs and hypercalls there),
- * and long mode. Output goes to COM1; the result is the QEMU exit status
- * (1: pass, 3: fail).
+ * process with both timers running, a second vCPU (unplugged with a
+ * message in flight, then a new one hot-added in its place: the partition's
+ * MSRs and hypercalls there), and long mode. Output goes to COM1; the
+ * result is the QEMU exit status (1: pass, 3: fail).
  */
 #include <stdint.h>
 
@@ -553,6 +553,8 @@ static volatile uint32_t ap_started, ap_vp_index, ap_timer_msgs, ap_msgs, ap_msg
 static volatile uint32_t ap_post_request, ap_post_status = 0xffffffff, ap_posts_done;
 /* what the AP read of its own Hyper-V MSRs when it was started again (INIT) */
 static volatile uint32_t ap_restarted;
+/* the AP leaves its timer's messages in their slot (no EOM): one waits in flight */
+static volatile uint32_t ap_hold_timer_slot;
 static volatile uint64_t ap_init_simp, ap_init_scontrol, ap_init_sint4, ap_init_stimer0;
 /*
  * A vCPU hot-added into the spare slot after the AP was ejected: what it read of the
@@ -573,7 +575,7 @@ static void ap_take_message(uint32_t sint, volatile uint32_t *count)
     volatile struct hv_message *m =
         &((volatile struct hv_message *)AP_SIMP_PAGE)[sint];
 
-    if (!m->type) {
+    if (!m->type || (sint == TIMER_SINT && ap_hold_timer_slot)) {
         return;
     }
     if (sint == MSG_SINT) {
@@ -1569,8 +1571,24 @@ void main(void)
      * timer firing on an object it never frees: a leak, not seen here. A
      * timer freed while armed crashes QEMU within this wait.)
      */
+    /*
+     * ... with a message in flight: the AP stops taking its timer's messages,
+     * so an expiry finds the slot busy and waits for an EOM that will not come
+     * (the slot's pending flag says one waits). The unplug forgets it, and
+     * its completion, after the vCPU and its SynIC are gone, must still find
+     * its route's SynIC (QEMU checks that a SynIC goes with no route left).
+     */
+    ap_hold_timer_slot = 1;
+    for (t = ref_time() + 20000000; ref_time() < t &&
+         !(((volatile struct hv_message *)AP_SIMP_PAGE)[TIMER_SINT].flags &
+           HV_MESSAGE_FLAG_PENDING);) {
+        __asm__ volatile("pause");
+    }
+    check(((volatile struct hv_message *)AP_SIMP_PAGE)[TIMER_SINT].flags &
+          HV_MESSAGE_FLAG_PENDING, "AP: an expiry waits in flight for an EOM "
+          "(its slot busy, pending flag set)");
     check(eject_ap(AP_CPU), "AP ejected through the ACPI CPU hotplug registers, its "
-          "timer running");
+          "timer running and a message in flight");
     for (t = ref_time() + 1000000; ref_time() < t;) {
         __asm__ volatile("pause");
     }
