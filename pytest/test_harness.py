@@ -20,7 +20,9 @@ from benchlib.errors import BenchError
 from benchlib.guest import TASK_SLACK_S, trace_cmdline
 from benchlib.paths import PROFILE_DIR
 from benchlib.libvirtconn import host_tsc_hz
-from benchlib.profiles import PLACEHOLDERS, all_profiles, get_profile, with_tsc_frequency
+from benchlib.errors import BadProfile
+from benchlib.profiles import (PLACEHOLDERS, all_profiles, get_profile, with_spare_vcpus,
+                               with_tsc_frequency)
 from benchlib.synthetic import throughput_records
 from benchlib.record import (BootRecord, KmsgIncomplete, TaskOutput, parse_console, parse_data,
                              parse_kmsg)
@@ -64,6 +66,18 @@ def test_harness_tsc_rate_is_the_hosts_under_tcg(libvirt_conn) -> None:
     assert timer is not None and timer.get("frequency") == str(host_hz)
     quiet = get_profile("tcg-quiet").render(**DUMMY)
     assert with_tsc_frequency(quiet, host_hz) == quiet
+
+
+def test_harness_spare_vcpus_are_empty_slots() -> None:
+    """A request's spare vCPUs are slots beside the profile's vCPUs, empty at start
+    (libvirt plugs a vCPU into one on setvcpus --live); a domain without a vCPU
+    count is named."""
+    hyperv = get_profile("hyperv")
+    vcpu = ET.fromstring(with_spare_vcpus(hyperv.render(**DUMMY), 1)).find("vcpu")
+    assert vcpu is not None and vcpu.get("current") == str(hyperv.caps.vcpus) \
+        and vcpu.text == str(hyperv.caps.vcpus + 1), ET.tostring(vcpu)
+    with pytest.raises(BadProfile, match="domain x: no <vcpu> count"):
+        with_spare_vcpus("<domain><name>x</name></domain>", 1)
 
 
 def test_harness_render_is_strict() -> None:

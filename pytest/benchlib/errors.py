@@ -31,6 +31,11 @@ class MissingOptions(Skip):
     """A user's kernel lacks options the boot needs (its config says so)."""
 
 
+class WaitFailed(BenchError):
+    """What the host waited for in a running guest's data log never came (the
+    deadline passed, the guest ended, the run was interrupted)."""
+
+
 class BootFailed(BenchError):
     """A guest stopped or stalled before it finished; says the stage it reached."""
 

@@ -9,6 +9,7 @@ console and data logs stay in the boot's output folder.
 """
 from __future__ import annotations
 
+import faulthandler
 import json
 import re
 import secrets
@@ -31,14 +32,14 @@ from .stages import DONE_STAGE, INTERRUPTED, StageFollower, boot_stages
 # The stages from which a guest only waits, and those it runs alone among booting
 # guests: benchlib/tasks.py says which tasks, and why.
 from .tasks import CAPPED, EXCLUSIVE_STAGES, SETTLED_STAGES, cmdline_words
-from .errors import BadKernel, BenchError, BootFailed, NeedsKvm
+from .errors import BadKernel, BenchError, BootFailed, NeedsKvm, WaitFailed
 from .hosts import Host, Lease
 from .kernels import check_bzimage
 from .modules import MODULES_TASK, ModuleTree, initrd_with_modules
 from .kreports import reports
 from .paths import DEFAULT_EMULATOR, FIXTURE_DIR, patched_qemu
 from .libvirtconn import host_tsc_hz
-from .profiles import Profile, resize_memory, with_tsc_frequency
+from .profiles import Profile, resize_memory, with_spare_vcpus, with_tsc_frequency
 from .record import (PACKED_START, BootRecord, KmsgIncomplete, messages_from, parse_console,
                      parse_plain, read_text, unpack_channel)
 
@@ -59,6 +60,8 @@ TASK_SLACK_S = 60
 TRACE_BUFFER = "4M"
 # How often a boot's channels and domain are looked at.
 FOLLOW_POLL_S = 0.1
+# How often wait_for() looks at the data log it waits on.
+WAIT_POLL_S = 0.1
 # A boot that stays this long in one stage says what it waits for (make run).
 HEARTBEAT_S = 30
 # Tasks the init always runs last: the kernel log, whole.
@@ -204,6 +207,9 @@ class BootRequest:
     # timeout_s; the guest gets memory_mib instead of the profile's memory.
     image: Optional[str] = None
     memory_mib: Optional[int] = None
+    # Empty vCPU slots beside the profile's vCPUs, for a vCPU the host plugs in
+    # while the guest runs (profiles.with_spare_vcpus).
+    spare_vcpus: int = 0
 
     def cmdline(self, with_modules: bool = False) -> str:
         # Every cap a task of this boot obeys is given, and the closing tasks in
@@ -272,9 +278,12 @@ def install_signal_handlers() -> None:
     boot's `finally` destroys its domain and keeps its logs. SIGINT is set too:
     a process started in the background by a non-interactive shell (a CI job
     run with `&`) inherits it ignored, and Python then leaves it ignored, so
-    that `kill -INT` would not stop the run at all."""
+    that `kill -INT` would not stop the run at all. SIGUSR1 prints every
+    thread's stack to stderr and lets the run go on: a run that seems stuck says
+    where it is."""
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _interrupt)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
 
 
 def running_bench_domains(conn: libvirt.virConnect) -> list[str]:
@@ -382,6 +391,8 @@ def prepare(conn: libvirt.virConnect, request: BootRequest, streamed: bool = Fal
         console_log=str(console_log), data_log=str(data_log))
     if request.memory_mib is not None:
         xml = resize_memory(xml, request.memory_mib)
+    if request.spare_vcpus:
+        xml = with_spare_vcpus(xml, request.spare_vcpus)
     # Under TCG the guest's TSC is the host's cycle counter: a fixed TSC rate in the
     # profile is the host's own, which libvirt then accepts (it refuses a rate
     # more than 250 ppm from the host's, unless the host CPU scales its TSC).
@@ -406,6 +417,9 @@ class Guest:
     host that does not share our files through uploads and streams (remote.py,
     channels.py). A saveable guest has no autodestroy (libvirt refuses to save such
     a domain) and channel files that a restored QEMU appends to."""
+
+    # What wait_for() raises (restore.SavedGuest: RestoreFailed).
+    WAIT_FAILED: type[BenchError] = WaitFailed
 
     def __init__(self, conn: libvirt.virConnect, request: BootRequest,
                  lease: Optional[Lease] = None, kind: str = "", saveable: bool = False) -> None:
@@ -468,6 +482,12 @@ class Guest:
         self._channels = Channels(ready.console_log, ready.data_log)
         if lease is not None:
             lease.booting(INTERRUPTED)      # the stage clock starts once this guest may boot
+        if INTERRUPTED.is_set():
+            # The run stopped while this guest waited for its turn: it never starts.
+            self._start_failed = True
+            self.__exit__(None, None, None)
+            raise BootFailed(f"guest {ready.name}: the run was interrupted before it started",
+                             "starting", str(ready.console_log))
         self.record.host_slot = lease.slot if lease is not None else None
         self.record.started_at = time.time()
         self.domains.append(ready.name)
@@ -490,6 +510,36 @@ class Guest:
         if turns is not None:
             turns.dom = self.dom
         follow(self.dom, self._channels, self._follower, heartbeat, turns)
+
+    def wait_for(self, text: str, deadline_s: float, log: Optional[Path] = None,
+                 gone: Optional[Callable[[], bool]] = None) -> None:
+        """Wait until `text` is in the data log (this guest's, or `log`, with `gone`
+        telling when its domain ended), while the guest runs, to act on it in the
+        middle of its boot; WAIT_FAILED naming what was awaited if the deadline
+        passes, the domain ends or the run is interrupted first."""
+        log = log or self.ready.data_log
+        is_gone = gone or self.gone
+        deadline = time.monotonic() + deadline_s
+        while text not in read_text(log):
+            if INTERRUPTED.is_set():
+                raise self.WAIT_FAILED(f"{log.parent.name}: interrupted while waiting for "
+                                       f"'{text}'")
+            if is_gone():
+                if text in read_text(log):
+                    return
+                raise self.WAIT_FAILED(f"{log.parent.name}: the guest ended before '{text}' "
+                                       f"appeared in {log}")
+            if time.monotonic() > deadline:
+                raise self.WAIT_FAILED(f"{log.parent.name}: no '{text}' in {log} within "
+                                       f"{deadline_s:.0f} s")
+            time.sleep(WAIT_POLL_S)
+
+    def gone(self) -> bool:
+        """Whether the guest's domain has ended (or never started)."""
+        try:
+            return self._dom is None or not self._dom.isActive()
+        except libvirt.libvirtError:
+            return True
 
     def __exit__(self, exc_type: object, exc: object, _tb: object) -> None:
         if isinstance(exc, BenchError):

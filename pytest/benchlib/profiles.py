@@ -272,6 +272,21 @@ def with_tsc_frequency(xml: str, hz: int) -> str:
     return ET.tostring(root, encoding="unicode")
 
 
+def with_spare_vcpus(xml: str, spare: int) -> str:
+    """A rendered domain with `spare` more vCPU slots than the profile's vCPUs, empty
+    at start (<vcpu current='N'>N+spare</vcpu>): the host can plug a vCPU into one
+    while the guest runs (libvirt setvcpus --live), and the guest's ACPI tables
+    list it as possible from the start, as a cloud VM's with room to grow."""
+    root = ET.fromstring(xml)
+    vcpu = root.find("vcpu")
+    if vcpu is None or not (vcpu.text or "").strip().isdigit():
+        raise BadProfile(f"domain {root.findtext('name')}: no <vcpu> count to add slots to")
+    now = int(vcpu.get("current", vcpu.text or "0"))
+    vcpu.set("current", str(now))
+    vcpu.text = str(now + spare)
+    return ET.tostring(root, encoding="unicode")
+
+
 def resize_memory(xml: str, mib: int) -> str:
     """A rendered domain with mib MiB of memory instead of the profile's: <memory>,
     <currentMemory> if present, and each NUMA cell scaled by the same factor (so

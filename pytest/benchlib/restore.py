@@ -24,22 +24,17 @@ naming the step and the domain.
 from __future__ import annotations
 
 import shutil
-import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 
 import libvirt
 
-from .stages import INTERRUPTED
 from .channels import wire
 from .errors import BenchError
 from .guest import BootRequest, Guest, destroy_if_running
-from .record import read_text
 
-# How often the host looks at a data log it waits on.
-POLL_S = 0.1
 # Space a saved image needs beyond the guest's RAM (device state, headers).
 SAVE_SLACK_BYTES = 64 << 20
 
@@ -78,6 +73,8 @@ class SavedGuest(Guest):
     """`with SavedGuest(conn, request, kind) as guest:` a guest to save and restore:
     a saveable Guest (no autodestroy, channel files appended to)."""
 
+    WAIT_FAILED = RestoreFailed
+
     def __init__(self, conn: libvirt.virConnect, request: BootRequest, kind: str) -> None:
         super().__init__(conn, request, kind=kind, saveable=True)
         self.images: list[Path] = []
@@ -96,32 +93,6 @@ class SavedGuest(Guest):
         finally:
             for image in self.images:
                 image.unlink(missing_ok=True)
-
-    def wait_for(self, text: str, deadline_s: float, log: Optional[Path] = None,
-                 gone: Optional[Callable[[], bool]] = None) -> None:
-        """Wait until `text` is in the data log (this guest's, or `log`); RestoreFailed
-        naming what was awaited if the deadline passes or the domain ends first."""
-        log = log or self.ready.data_log
-        is_gone = gone or self.gone
-        deadline = time.monotonic() + deadline_s
-        while text not in read_text(log):
-            if INTERRUPTED.is_set():
-                raise RestoreFailed(f"{log.parent.name}: interrupted while waiting for '{text}'")
-            if is_gone():
-                if text in read_text(log):
-                    return
-                raise RestoreFailed(f"{log.parent.name}: the guest ended before '{text}' "
-                                    f"appeared in {log}")
-            if time.monotonic() > deadline:
-                raise RestoreFailed(f"{log.parent.name}: no '{text}' in {log} within "
-                                    f"{deadline_s:.0f} s")
-            time.sleep(POLL_S)
-
-    def gone(self) -> bool:
-        try:
-            return self._dom is None or not self._dom.isActive()
-        except libvirt.libvirtError:
-            return True
 
     def save(self, label: str = "saved") -> Path:
         """Save the running guest to a file in its folder (the domain ends)."""
