@@ -69,6 +69,11 @@ def test_distro_kernel_without_option_is_a_skip_naming_it(boot_guest, cloud_kern
                                                if k != "CONFIG_KPROBE_EVENTS"})
     with pytest.raises(pytest.skip.Exception, match="lacks CONFIG_KPROBE_EVENTS"):
         boot_guest(VIRTIO_PROFILE, tasks=["probe"], trace="stock", under_test=no_kprobes)
+    # A task's own options (benchlib/tasks.py): the vCPU hot-add needs ACPI's.
+    no_hotadd = replace(cloud_kernel, config={k: v for k, v in cloud_kernel.config.items()
+                                              if k != "CONFIG_ACPI_HOTPLUG_CPU"})
+    with pytest.raises(pytest.skip.Exception, match="lacks CONFIG_ACPI_HOTPLUG_CPU"):
+        boot_guest(HYPERV_PROFILE, tasks=["hotadd"], under_test=no_hotadd)
 
 
 def test_distro_kernel_module_that_fails_to_load_is_named(boot_guest, cloud_kernel,

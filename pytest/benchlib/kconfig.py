@@ -20,6 +20,7 @@ from typing import Iterable, Optional
 from .kernels import kernel_version
 from .modules import required_options
 from .profiles import Capabilities
+from .tasks import needs
 
 Config = dict[str, str]
 OPTION_LINE = re.compile(r"^(CONFIG_[A-Za-z0-9_]+)=(.*)$")
@@ -83,8 +84,12 @@ def find(image: Path, extra_dirs: Iterable[Path] = ()) -> tuple[Optional[Config]
 def needed(capabilities: Capabilities, tasks: Iterable[str],
            trace_options: Iterable[str] = ()) -> list[str]:
     """The options a boot needs: its profile's devices (modules.DRIVERS), what its
-    tasks trace and what its trace set needs (`trace_options`)."""
+    tasks need (tasks.TASKS) and trace, and what its trace set needs
+    (`trace_options`)."""
+    tasks = list(tasks)
     options = required_options(capabilities, tasks) + list(trace_options)
+    for task in tasks:
+        options += needs(task).options
     if set(tasks) & set(KPROBE_HIST_TASKS):
         options += KPROBE_HIST_OPTIONS
     return list(dict.fromkeys(options))

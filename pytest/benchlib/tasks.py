@@ -7,6 +7,8 @@ their place in bench.tasks; the few below change how a boot is made or shared:
             in defaults.GUEST_PARAMS) rather than the probe's timeout: its stage
             deadline is that cap plus guest.TASK_SLACK_S.
   cmdline   kernel command-line words a boot that runs the task needs.
+  options   kernel options the task needs (a user's kernel without them is a skip
+            naming them: benchlib/kconfig.py).
   settles   from the task's start the guest only waits: the next guest of its host
             may boot beside it (hosts.Lease.booting).
   exclusive the task measures its own interrupts' timing: on a shared host the
@@ -28,6 +30,7 @@ class TaskNeeds:
     name: str
     cap: Optional[str] = None
     cmdline: str = ""
+    options: tuple[str, ...] = ()
     settles: bool = False
     exclusive: bool = False
 
@@ -55,6 +58,9 @@ TASKS: dict[str, TaskNeeds] = {t.name: t for t in (
     # exclusive.
     TaskNeeds("irqsoff", cmdline="ftrace=irqsoff trace_options=nofunction-trace",
               exclusive=True),
+    # A vCPU the host plugs in while the guest runs (test_vmbus_hotadd.py): the
+    # kernel must take it through ACPI and bring it online.
+    TaskNeeds("hotadd", options=("CONFIG_HOTPLUG_CPU", "CONFIG_ACPI_HOTPLUG_CPU")),
 )}
 
 
