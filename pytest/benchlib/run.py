@@ -395,6 +395,11 @@ def main(argv: list[str]) -> int:
                         "ready": [{"profile": p, "ready_s": s} for p, s in budget_s.items()]},
             "workload": {"tasks": MATRIX_TASKS, "probe_flags": MATRIX_PROBE_FLAGS},
             "interrupted": stop[0] if stop else None}
+    # The report's entropy assessment and plots take a while after a long run: an
+    # interrupted run says what it still does, and a second signal leaves at once.
+    finished = sum(len(cell.records) for cell in cells)
+    say.message(f"writing the report of {finished} boot(s)" + (
+        f" ({stop[0]}; interrupt again to leave without it)" if stop else ""))
     publish(outdir, cells, meta, bench_rows, entropy=not args.no_entropy)
     for cell in not_ready(cells):
         print(f"bench: finding: {cell.profile} × {cell.variant}: {cell.verdict()}", file=sys.stderr)
