@@ -23,6 +23,7 @@ import pytest
 from benchlib import hosts, paths, report
 from benchlib.errors import BenchError
 from benchlib.hosts import DEFAULT_URI, HostPool
+from benchlib.profiles import QUIET
 from benchlib.tasks import SETTLED_STAGES
 from benchlib.record import BootRecord
 
@@ -311,7 +312,7 @@ def test_hosts_guests_boot_one_at_a_time_and_wait_together(boot_guest,
 
     def one() -> None:
         try:
-            records.append(boot_guest("tcg-quiet", tasks=["probe", "until"], pool=local_pool,
+            records.append(boot_guest(QUIET.one(), tasks=["probe", "until"], pool=local_pool,
                                       params={"until": NEVER_PRINTED,
                                               "until_cap": str(IDLE_S)}))
         except BaseException as exc:    # the thread's failure, raised by the test
