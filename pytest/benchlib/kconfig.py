@@ -31,10 +31,6 @@ IKCONFIG_START, IKCONFIG_END = b"IKCFG_ST", b"IKCFG_ED"
 # the x86 boot code can decompress that Python's standard library reads too.
 PAYLOAD_MAGICS = {b"\x1f\x8b\x08": "gzip", b"\xfd7zXZ\x00": "xz"}
 
-# What the bench's own tasks need of a kernel, beyond booting: the kprobe hist sets
-# of the credit windows (a trace set's needs: benchlib/guest.py, trace_options()).
-KPROBE_HIST_OPTIONS = ("CONFIG_KPROBE_EVENTS", "CONFIG_HIST_TRIGGERS")
-KPROBE_HIST_TASKS = ("credit", "vmbus", "vmbus_sint")
 
 
 def parse(text: str) -> Config:
@@ -90,8 +86,6 @@ def needed(capabilities: Capabilities, tasks: Iterable[str],
     options = required_options(capabilities, tasks) + list(trace_options)
     for task in tasks:
         options += needs(task).options
-    if set(tasks) & set(KPROBE_HIST_TASKS):
-        options += KPROBE_HIST_OPTIONS
     return list(dict.fromkeys(options))
 
 

@@ -35,6 +35,10 @@ class TaskNeeds:
     exclusive: bool = False
 
 
+# The kprobe hist sets of the credit windows (a trace set's own needs:
+# benchlib/guest.py, trace_options()).
+KPROBE_HIST_OPTIONS = ("CONFIG_KPROBE_EVENTS", "CONFIG_HIST_TRIGGERS")
+
 TASKS: dict[str, TaskNeeds] = {t.name: t for t in (
     # The probe blocks in getrandom() until the RNG is ready (or its timeout): an
     # LRNG guest of a quiet profile held its host for the whole 60 s when only
@@ -61,6 +65,10 @@ TASKS: dict[str, TaskNeeds] = {t.name: t for t in (
     # A vCPU the host plugs in while the guest runs (test_vmbus_hotadd.py): the
     # kernel must take it through ACPI and bring it online.
     TaskNeeds("hotadd", options=("CONFIG_HOTPLUG_CPU", "CONFIG_ACPI_HOTPLUG_CPU")),
+    # Credit windows, read through kprobe hist triggers.
+    TaskNeeds("credit", options=KPROBE_HIST_OPTIONS),
+    TaskNeeds("vmbus", options=KPROBE_HIST_OPTIONS),
+    TaskNeeds("vmbus_sint", options=KPROBE_HIST_OPTIONS),
 )}
 
 
