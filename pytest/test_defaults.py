@@ -130,7 +130,7 @@ def test_defaults_a_capturing_boot_keeps_its_irq_lines() -> None:
     def cmdline(tasks: list[str]) -> list[str]:
         return plan.request(get_profile("tcg-quiet"), variant="stock", kernel=paths.REPO,
                             initrd=paths.REPO, outdir=paths.REPO, tasks=tasks).cmdline().split()
-    assert needs("entropy_capture").cmdline == "noirqdebug"
+    assert "noirqdebug" in needs("entropy_capture").cmdline.split()
     assert cmdline(["probe", "until", "entropy_capture"]).count("noirqdebug") == 1
     assert "noirqdebug" not in cmdline(["probe", "until"])
 

@@ -39,6 +39,10 @@ class TaskNeeds:
 # benchlib/guest.py, trace_options()).
 KPROBE_HIST_OPTIONS = ("CONFIG_KPROBE_EVENTS", "CONFIG_HIST_TRIGGERS")
 
+# The init's kprobes on the 8250 driver's start-up and backup timer (fixtures/init,
+# watch_uarts).
+UART_WATCH = "bench.uart_watch=1"
+
 TASKS: dict[str, TaskNeeds] = {t.name: t for t in (
     # The probe blocks in getrandom() until the RNG is ready (or its timeout): an
     # LRNG guest of a quiet profile held its host for the whole 60 s when only
@@ -54,7 +58,14 @@ TASKS: dict[str, TaskNeeds] = {t.name: t for t in (
     # silent: a boot that captures turns that check off (nothing of the RNG
     # depends on it). About 10 s alone and CPU-bound; beside other boots on 2
     # cores it got 59,000 of its 100,000 samples in its 300 s: exclusive.
-    TaskNeeds("entropy_capture", cap="entropy_cap", cmdline="noirqdebug", exclusive=True),
+    # It also checks that the 8250 driver's backup timer stayed idle (the UART watch:
+    # fixtures/init, open_uarts): a port wrongly marked buggy paces byte-at-a-time
+    # writes to the timer's ticks.
+    TaskNeeds("entropy_capture", cap="entropy_cap", cmdline=f"noirqdebug {UART_WATCH}",
+              exclusive=True),
+    # What the UART watch saw (test_uarts.py): the driver's start-ups and the backup
+    # timer's ticks, counted by kprobes armed before the init opens the UARTs.
+    TaskNeeds("uarts", cmdline=UART_WATCH, options=("CONFIG_KPROBE_EVENTS",)),
     # The interrupts-off benchmark (benchlib/irqsoff.py, the VARIANT+irqsoff kernels):
     # the irqsoff tracer runs from its registration at boot, without tracing every
     # function inside a section (that would lengthen each many times under TCG).
