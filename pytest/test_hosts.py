@@ -11,16 +11,19 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import socket
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 from typing import Iterator
+from unittest import mock
 
 import pytest
 
-from benchlib import hosts, paths, report
+from benchlib import hosts, libvirtconn, paths, report
 from benchlib.errors import BenchError
 from benchlib.hosts import DEFAULT_URI, HostPool
 from benchlib.profiles import QUIET
@@ -361,3 +364,21 @@ def test_hosts_auto_boots_one_at_a_time_on_a_streamed_host(second_host: str) -> 
 def test_hosts_unknown_pool_is_named(second_host: str) -> None:
     with pytest.raises(BenchError, match="has no storage pool 'no-such-pool'"):
         HostPool([second_host], pool="no-such-pool")
+
+
+def test_hosts_a_daemon_that_never_answers_is_named(tmp_path: Path) -> None:
+    """A socket that accepts and never answers, as a hung libvirtd does: the open
+    gives up at its deadline with the URI named, and the pool that opens it too."""
+    path = tmp_path / "silent.sock"
+    uri = f"qemu+unix:///system?socket={path}"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as silent:
+        silent.bind(str(path))
+        silent.listen()
+        started = time.monotonic()
+        with pytest.raises(BenchError, match=f"libvirt at '{re.escape(uri)}' did not "
+                                             r"answer within 2 s"):
+            libvirtconn.connect(uri, timeout_s=2)
+        assert time.monotonic() - started < 30, "the open waited far past its deadline"
+        with mock.patch.object(libvirtconn, "CONNECT_TIMEOUT_S", 2), \
+                pytest.raises(BenchError, match="did not answer"):
+            HostPool([uri])

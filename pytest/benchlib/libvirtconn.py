@@ -1,6 +1,7 @@
 """Opening a libvirt connection, with one clear line when it cannot be done."""
 from __future__ import annotations
 
+import threading
 import xml.etree.ElementTree as ET
 from typing import Optional
 
@@ -8,16 +9,50 @@ import libvirt
 
 from .errors import BenchError
 
+# How long opening a connection may take. libvirt.open() has no deadline of its
+# own: a daemon that accepts and never answers (seen: the second libvirtd of
+# test_hosts.py, 2026-12-07) held the suite for good. A daemon that works answers
+# in well under a second, a few on a loaded machine.
+CONNECT_TIMEOUT_S = 60.0
 
-def connect(uri: str) -> libvirt.virConnect:
-    """libvirt.open(uri), or BenchError naming the URI and what to do. Any URI
-    libvirt knows: a host that does not share our files gets its kernels uploaded
-    and its consoles streamed (benchlib/hosts.py)."""
-    try:
-        return libvirt.open(uri)
-    except libvirt.libvirtError as exc:
-        raise BenchError(f"cannot connect to libvirt at '{uri}': {exc.get_error_message()} "
-                         "(for this machine's own daemon: run scripts/setup.sh)") from None
+
+def connect(uri: str, timeout_s: Optional[float] = None) -> libvirt.virConnect:
+    """libvirt.open(uri), or BenchError naming the URI and what to do, also when
+    the daemon has not answered within timeout_s (None: CONNECT_TIMEOUT_S). Any URI libvirt knows: a host that
+    does not share our files gets its kernels uploaded and its consoles streamed
+    (benchlib/hosts.py). The open runs in a thread of its own; one that answers
+    after the deadline has its connection closed."""
+    if timeout_s is None:
+        timeout_s = CONNECT_TIMEOUT_S
+    outcome: dict[str, object] = {}
+    settled = threading.Lock()
+
+    def open_it() -> None:
+        try:
+            conn: object = libvirt.open(uri)
+        except libvirt.libvirtError as exc:
+            conn = exc
+        with settled:
+            if "abandoned" in outcome and isinstance(conn, libvirt.virConnect):
+                conn.close()
+            outcome["result"] = conn
+
+    opener = threading.Thread(target=open_it, name=f"libvirt-open {uri}", daemon=True)
+    opener.start()
+    opener.join(timeout_s)
+    with settled:
+        if "result" not in outcome:
+            outcome["abandoned"] = True
+            raise BenchError(f"libvirt at '{uri}' did not answer within {timeout_s:g} s: "
+                             "is its daemon hung? (for this machine's own daemon: "
+                             "run scripts/setup.sh)")
+    result = outcome["result"]
+    if isinstance(result, libvirt.libvirtError):
+        raise BenchError(f"cannot connect to libvirt at '{uri}': "
+                         f"{result.get_error_message()} "
+                         "(for this machine's own daemon: run scripts/setup.sh)")
+    assert isinstance(result, libvirt.virConnect)
+    return result
 
 
 # Each host's TSC rate, as its libvirt measured it: asked once per connection.
