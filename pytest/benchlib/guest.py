@@ -58,10 +58,9 @@ UNPACKED_LOG = "data.unpacked.log"
 TASK_SLACK_S = 60
 # Per-CPU trace buffer for a trace set: spills, credits and reseeds fit many times.
 TRACE_BUFFER = "4M"
-# How often a boot's channels and domain are looked at.
+# How often a boot's channels and domain are looked at (following a boot, or
+# wait_for() on a log).
 FOLLOW_POLL_S = 0.1
-# How often wait_for() looks at the data log it waits on.
-WAIT_POLL_S = 0.1
 # A boot that stays this long in one stage says what it waits for (make run).
 HEARTBEAT_S = 30
 # Tasks the init always runs last: the kernel log, whole.
@@ -532,7 +531,7 @@ class Guest:
             if time.monotonic() > deadline:
                 raise self.WAIT_FAILED(f"{log.parent.name}: no '{text}' in {log} within "
                                        f"{deadline_s:.0f} s")
-            time.sleep(WAIT_POLL_S)
+            time.sleep(FOLLOW_POLL_S)
 
     def gone(self) -> bool:
         """Whether the guest's domain has ended (or never started)."""
