@@ -471,6 +471,7 @@ def overlay(recipe: Recipe, seed: Optional[bytes] = None, controls: bool = False
             raise BadImage(f"the bench's guest program {path} is not built: run 'make fixtures'")
         layer.add(f"{GUEST_BENCH_DIR}/{program}", path.read_bytes(), CPIO_EXEC)
     layer.add(f"{GUEST_BENCH_DIR}/collect", (IMAGE_FIXTURES / "collect").read_bytes(), CPIO_EXEC)
+    layer.add(f"{GUEST_BENCH_DIR}/uarts.sh", (FIXTURE_DIR / "uarts.sh").read_bytes())
     layer.add(f"{GUEST_BENCH_DIR}/units", ("\n".join(recipe.timeline_units()) + "\n").encode())
     for unit, target in {**COLLECTOR_UNITS, **(CONTROL_UNITS if controls else {})}.items():
         layer.add(f"etc/systemd/system/{unit}", (IMAGE_FIXTURES / unit).read_bytes())

@@ -31,7 +31,7 @@ def initramfs() -> Path:
 
 # What fixtures/Makefile makes the initramfs from (the trace-* sets are not in it:
 # the host arms them on the kernel command line).
-INITRAMFS_INPUTS = ("init", "Makefile", "*.c", "*.h", "kprobes-*")
+INITRAMFS_INPUTS = ("init", "uarts.sh", "Makefile", "*.c", "*.h", "kprobes-*")
 
 
 def initramfs_problem() -> Optional[str]:
