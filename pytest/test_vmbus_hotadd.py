@@ -2,9 +2,10 @@
 
 The guest boots with an empty vCPU slot beside its two vCPUs; once it says it
 waits (init task hotadd), the host plugs a vCPU into the slot, the guest onlines
-it and then uses it: its clock read there between two reads on CPU 0, and a sleep
-there, which ends only if the new vCPU's own synthetic timer (direct mode, its
-EOI through the enlightened APIC's MSR) fires.
+it and then uses it: its clock read there between two reads on CPU 0, a sleep there, which ends
+only if the new vCPU's own synthetic timer (direct mode, its EOI through the
+enlightened APIC's MSR) fires, and the partition-wide Hyper-V MSRs (guest OS id,
+hypercall, reference TSC page), which must read there as on CPU 0.
 
 What this cannot test with a Linux 6.1 guest: VMBus or SINT traffic on the new
 vCPU. VMBus allocates its per-CPU SynIC pages (message, event, post-message) for
@@ -39,6 +40,23 @@ SPARE_VCPUS = 1
 # far longer than libvirt takes to plug one.)
 WAIT_BOOT_S = 300
 WAITING_LINE = "@@SECTION hotadd_waiting"
+
+
+# The partition-wide MSRs the init reads on each CPU (fixtures/init,
+# HV_PARTITION_MSRS), and their enable bit (TLFS: bit 0 of the hypercall and
+# reference TSC MSRs).
+MSR_NAMES = ("guest_os_id", "hypercall", "reference_tsc")
+MSR_ENABLE = 1
+
+
+def partition_msrs(lines: list[str]) -> dict[int, dict[str, str]]:
+    """("cpuN name=HEX ..." lines) -> {N: {name: HEX}}."""
+    rows: dict[int, dict[str, str]] = {}
+    for line in lines:
+        words = line.split()
+        if words and words[0].startswith("cpu") and words[0][3:].isdigit():
+            rows[int(words[0][3:])] = dict(w.split("=", 1) for w in words[1:] if "=" in w)
+    return rows
 
 
 def uptimes(lines: list[str]) -> list[tuple[int, float]]:
@@ -94,6 +112,22 @@ def test_vmbus_hotadded_vcpu_ticks_and_keeps_time(
     assert ticks_after[new_cpu] > ticks_before[new_cpu], (
         f"CPU {new_cpu}'s synthetic timer did not tick: {tick_row} "
         f"{ticks_before} -> {ticks_after}")
+
+    # The partition-wide MSRs read the same on every CPU, the new one included, and
+    # hold what the guest set: its OS id, the hypercall page and the TSC page enabled.
+    msrs = partition_msrs(s.get("partition_msrs", []))
+    assert sorted(msrs) == list(range(new_cpu + 1)), (
+        f"partition MSRs read on CPUs {sorted(msrs)}, not 0-{new_cpu}: "
+        f"{s.get('partition_msrs')} ({record.data_log})")
+    unread = {cpu: row for cpu, row in msrs.items() if not all(row.get(n) for n in MSR_NAMES)}
+    assert not unread, f"MSRs not read (/dev/cpu/N/msr): {unread} ({record.data_log})"
+    first = msrs[0]
+    assert int(first["guest_os_id"], 16) != 0, f"no guest OS id on CPU 0: {first}"
+    for name in ("hypercall", "reference_tsc"):
+        assert int(first[name], 16) & MSR_ENABLE, f"{name} not enabled on CPU 0: {first}"
+    differ = {cpu: row for cpu, row in msrs.items() if row != first}
+    assert not differ, (f"partition-wide MSRs differ from CPU 0's {first}: {differ} "
+                        f"({record.data_log})")
 
     # Still the reference TSC page, and nothing reported by the kernel.
     assert f"clocksource: {TSC_PAGE_CLOCKSOURCE}" in online, online
