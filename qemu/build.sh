@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Build Debian's QEMU 7.2 with the Hyper-V-under-TCG series in qemu/patches/.
 #
-#   qemu/build.sh            -> $BUILD_DIR/qemu/qemu-system-x86_64
+#   qemu/build.sh               -> $BUILD_DIR/qemu/qemu-system-x86_64
+#   qemu/build.sh --each-patch  the same, then the series checked to build at every
+#                               patch: Debian's tree (ours reverted, last first),
+#                               then each patch applied in turn, an incremental
+#                               build after each (log: $BUILD_DIR/qemu/logs/each-*.log)
 #
 # Steps: add a deb-src entry for Debian's archive if there is none, install the
 # build dependencies, fetch the qemu source package (`apt-get source`), unpack it
@@ -26,6 +30,13 @@ series=$here/patches/series
 
 die() { echo "qemu/build.sh: $*" >&2; exit 1; }
 step() { echo "==> [qemu] $*" >&2; }
+
+each_patch=0
+case "${1:-}" in
+	"") ;;
+	--each-patch) each_patch=1 ;;
+	*) die "unknown argument '$1' (usage: qemu/build.sh [--each-patch])" ;;
+esac
 
 [ -f "$series" ] || die "no patch series at $series"
 mapfile -t patches < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$series")
@@ -86,8 +97,42 @@ fingerprint=$( {
 	for p in "${patches[@]}"; do cat "$here/patches/$p"; done
 } | sha256sum | cut -d' ' -f1)
 
+src=$out/src
+tree=$src/qemu-$version
+obj=$out/obj
+
+# 7 (with --each-patch). The tree and its build are the whole series': revert our
+# patches, last first, and build Debian's tree; then apply each in turn and build.
+# Only the files a patch touches change, so each build after the first is a few
+# seconds to two minutes. The tree ends as it began, the whole series.
+build_each_patch() {
+	local i p log
+	[ -d "$tree" ] && [ -f "$obj/build.ninja" ] || die "no built tree at $tree to check patch by patch"
+	# Until the tree is whole again, no fingerprint: a check stopped half-way
+	# leaves the next build.sh a fresh tree to make.
+	rm -f "$out/fingerprint"
+	: >"$logs/each-revert.log"
+	for ((i = ${#patches[@]} - 1; i >= 0; i--)); do
+		patch -d "$tree" -p1 -R --quiet --no-backup-if-mismatch <"$here/patches/${patches[i]}" \
+			>>"$logs/each-revert.log" 2>&1 || die "patch '${patches[i]}' does not revert; log: $logs/each-revert.log"
+	done
+	log=$logs/each-0000-debian.log
+	step "building Debian's tree, our patches reverted (log: $log)"
+	ninja -C "$obj" -j"$jobs" qemu-system-x86_64 >"$log" 2>&1 || die "Debian's tree does not build; log: $log"
+	for p in "${patches[@]}"; do
+		log=$logs/each-${p%.patch}.log
+		patch -d "$tree" -p1 --quiet --forward --no-backup-if-mismatch <"$here/patches/$p" >"$log" 2>&1 \
+			|| die "patch '$p' does not apply on the ones before it; log: $log"
+		ninja -C "$obj" -j"$jobs" qemu-system-x86_64 >>"$log" 2>&1 || die "the series does not build at '$p'; log: $log"
+		step "builds at $p"
+	done
+	echo "$fingerprint" >"$out/fingerprint"
+	step "the series builds at every one of its ${#patches[@]} patch(es)"
+}
+
 if [ -x "$out/qemu-system-x86_64" ] && [ "$(cat "$out/fingerprint" 2>/dev/null)" = "$fingerprint" ]; then
 	step "up to date ($out/qemu-system-x86_64, Debian qemu $version + ${#patches[@]} patch(es))"
+	[ "$each_patch" = 0 ] || build_each_patch
 	exit 0
 fi
 
@@ -106,7 +151,6 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # 4. The source package, downloaded once per version.
-src=$out/src
 mkdir -p "$src"
 if [ ! -f "$src/$dsc" ]; then
 	step "apt-get source qemu ($version)"
@@ -116,7 +160,6 @@ if [ ! -f "$src/$dsc" ]; then
 fi
 
 # 5. A fresh tree: Debian's patches (dpkg-source), then ours.
-tree=$src/qemu-$version
 step "unpacking $dsc with Debian's patches"
 rm -rf "$tree" "$out/qemu-system-x86_64" "$out/fingerprint"
 dpkg-source --no-check -x "$src/$dsc" "$tree" >"$logs/source.log" 2>&1 \
@@ -128,7 +171,6 @@ for p in "${patches[@]}"; do
 done
 
 # 6. Configure and build qemu-system-x86_64 only.
-obj=$out/obj
 rm -rf "$obj"
 mkdir -p "$obj"
 step "configuring x86_64-softmmu (TCG + KVM, no default features, no debug information)"
@@ -143,3 +185,4 @@ ninja -C "$obj" -j"$jobs" qemu-system-x86_64 >"$logs/build.log" 2>&1 \
 install -m 0755 "$obj/qemu-system-x86_64" "$out/qemu-system-x86_64"
 echo "$fingerprint" >"$out/fingerprint"
 step "built $out/qemu-system-x86_64 in $(( $(date +%s) - start )) s (Debian qemu $version + ${#patches[@]} patch(es))"
+[ "$each_patch" = 0 ] || build_each_patch
