@@ -54,6 +54,9 @@ DRIVERS = (
     # No boot fails without the generation ID's driver: a kernel that lacks it is
     # what the clone test judges ("no driver"), never a skip.
     DeviceDriver("vm_generation_id", "CONFIG_VMGENID", "vmgenid", needed_by=()),
+    # /dev/cpu/N/msr, through which the vCPU hot-add task reads the partition-wide
+    # Hyper-V MSRs on every CPU (test_vmbus_hotadd.py).
+    DeviceDriver("hyperv", "CONFIG_X86_MSR", "msr", needed_by=("hotadd",)),
 )
 # cpio "newc": a 110-byte ASCII header, name and data each padded to 4 bytes.
 CPIO_MAGIC, CPIO_ALIGN = "070701", 4
