@@ -75,7 +75,7 @@ BAD_FLAGS = {
     # not emulated: refused, never silently dropped
     "hv-vpindex,hv-ipi": "enlightenment hv-ipi cannot be emulated",
     "hv-crash,hv-tlbflush": "enlightenments hv-crash, hv-tlbflush cannot be emulated",
-    # alone: no other hv-* flag turns the Hyper-V emulation on (patch 0022)
+    # alone: no other hv-* flag turns the Hyper-V emulation on (qemu/patches/0019)
     "hv-passthrough": "hv-passthrough is not supported with TCG",
 }
 

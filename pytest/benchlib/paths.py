@@ -24,6 +24,16 @@ def patched_qemu() -> Path:
     return BUILD_DIR / "qemu" / "qemu-system-x86_64"
 
 
+QEMU_SERIES = REPO / "qemu" / "patches" / "series"
+
+
+def qemu_source() -> Optional[Path]:
+    """The QEMU source tree qemu/build.sh unpacked and patched ($BUILD_DIR/qemu/src/
+    qemu-VERSION), or None before a build."""
+    trees = sorted(p for p in (BUILD_DIR / "qemu" / "src").glob("qemu-*") if p.is_dir())
+    return trees[-1] if trees else None
+
+
 def initramfs() -> Path:
     """The initramfs fixtures/Makefile produces."""
     return BUILD_DIR / "fixtures" / "initramfs.cpio.gz"
