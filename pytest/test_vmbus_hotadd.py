@@ -42,11 +42,19 @@ WAIT_BOOT_S = 300
 WAITING_LINE = "@@SECTION hotadd_waiting"
 
 
-# The partition-wide MSRs the init reads on each CPU (fixtures/init,
-# HV_PARTITION_MSRS), and their enable bit (TLFS: bit 0 of the hypercall and
-# reference TSC MSRs).
-MSR_NAMES = ("guest_os_id", "hypercall", "reference_tsc")
+# The Hyper-V MSRs that hold one value for the whole partition (TLFS): every CPU
+# must read what the guest wrote on one. The init reads each on every CPU
+# (bench.hotadd_msrs=name:index,...), and the enable bit (TLFS: bit 0 of the
+# hypercall and reference TSC MSRs) must be set where the guest enabled them.
+PARTITION_MSRS = {"guest_os_id": 0x40000000, "hypercall": 0x40000001,
+                  "reference_tsc": 0x40000021}
+ENABLED_MSRS = ("hypercall", "reference_tsc")
 MSR_ENABLE = 1
+
+
+def msrs_param(msrs: dict[str, int]) -> str:
+    """{name: index} -> the init's bench.hotadd_msrs value, name:0xINDEX,..."""
+    return ",".join(f"{name}:{index:#x}" for name, index in msrs.items())
 
 
 def partition_msrs(lines: list[str]) -> dict[int, dict[str, str]]:
@@ -73,7 +81,8 @@ def test_vmbus_hotadded_vcpu_ticks_and_keeps_time(
     try:
         request = plan.request(prof, under_test=kernel_under_test, initrd=initrd,
                                outdir=run_dir, accel=accel, tasks=["hotadd"],
-                               params={"hotadd_cpu": str(new_cpu)},
+                               params={"hotadd_cpu": str(new_cpu),
+                                       "hotadd_msrs": msrs_param(PARTITION_MSRS)},
                                spare_vcpus=SPARE_VCPUS)
     except Skip as exc:
         pytest.skip(str(exc))
@@ -119,11 +128,11 @@ def test_vmbus_hotadded_vcpu_ticks_and_keeps_time(
     assert sorted(msrs) == list(range(new_cpu + 1)), (
         f"partition MSRs read on CPUs {sorted(msrs)}, not 0-{new_cpu}: "
         f"{s.get('partition_msrs')} ({record.data_log})")
-    unread = {cpu: row for cpu, row in msrs.items() if not all(row.get(n) for n in MSR_NAMES)}
+    unread = {cpu: row for cpu, row in msrs.items() if not all(row.get(n) for n in PARTITION_MSRS)}
     assert not unread, f"MSRs not read (/dev/cpu/N/msr): {unread} ({record.data_log})"
     first = msrs[0]
     assert int(first["guest_os_id"], 16) != 0, f"no guest OS id on CPU 0: {first}"
-    for name in ("hypercall", "reference_tsc"):
+    for name in ENABLED_MSRS:
         assert int(first[name], 16) & MSR_ENABLE, f"{name} not enabled on CPU 0: {first}"
     differ = {cpu: row for cpu, row in msrs.items() if row != first}
     assert not differ, (f"partition-wide MSRs differ from CPU 0's {first}: {differ} "

@@ -20,8 +20,10 @@ def connect(uri: str, timeout_s: Optional[float] = None) -> libvirt.virConnect:
     """libvirt.open(uri), or BenchError naming the URI and what to do, also when
     the daemon has not answered within timeout_s (None: CONNECT_TIMEOUT_S). Any URI libvirt knows: a host that
     does not share our files gets its kernels uploaded and its consoles streamed
-    (benchlib/hosts.py). The open runs in a thread of its own; one that answers
-    after the deadline has its connection closed."""
+    (benchlib/hosts.py). The open runs in a daemon thread of its own (not a
+    concurrent.futures worker: those are joined at interpreter exit, where an open
+    that never returns would hold the process); one that answers after the
+    deadline has its connection closed."""
     if timeout_s is None:
         timeout_s = CONNECT_TIMEOUT_S
     outcome: dict[str, object] = {}
