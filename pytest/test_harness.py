@@ -21,7 +21,8 @@ from benchlib.guest import TASK_SLACK_S, trace_cmdline
 from benchlib.paths import PROFILE_DIR
 from benchlib.libvirtconn import host_tsc_hz
 from benchlib.errors import BadProfile
-from benchlib.profiles import (PLACEHOLDERS, all_profiles, get_profile, with_spare_vcpus,
+from benchlib.profiles import (PLACEHOLDERS, QEMU_NS, QUICK_CPU_READBACK, all_profiles,
+                               get_profile, with_quick_cpu_readback, with_spare_vcpus,
                                with_tsc_frequency)
 from benchlib.synthetic import throughput_records
 from benchlib.record import (BootRecord, KmsgIncomplete, TaskOutput, parse_console, parse_data,
@@ -78,6 +79,18 @@ def test_harness_spare_vcpus_are_empty_slots() -> None:
         and vcpu.text == str(hyperv.caps.vcpus + 1), ET.tostring(vcpu)
     with pytest.raises(BadProfile, match="domain x: no <vcpu> count"):
         with_spare_vcpus("<domain><name>x</name></domain>", 1)
+
+
+@pytest.mark.parametrize("name", list(all_profiles()))
+def test_harness_quick_cpu_readback_spares_hyperv(name: str) -> None:
+    """Every profile but those with Hyper-V features has libvirt read its guest CPU
+    back by the x86 method (two QMP round trips, not 400); a Hyper-V profile keeps
+    the generic method, the only one that confirms its enlightenments (libvirt
+    refuses the domain otherwise)."""
+    profile = all_profiles()[name]
+    root = ET.fromstring(with_quick_cpu_readback(profile.render(**DUMMY)))
+    dropped = [d.get("capability") for d in root.iter(f"{{{QEMU_NS}}}del")]
+    assert dropped == ([] if profile.caps.hyperv else [QUICK_CPU_READBACK]), dropped
 
 
 def test_harness_render_is_strict() -> None:

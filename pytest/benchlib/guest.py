@@ -39,7 +39,8 @@ from .modules import MODULES_TASK, ModuleTree, initrd_with_modules
 from .kreports import reports
 from .paths import DEFAULT_EMULATOR, FIXTURE_DIR, patched_qemu
 from .libvirtconn import host_tsc_hz
-from .profiles import Profile, resize_memory, with_spare_vcpus, with_tsc_frequency
+from .profiles import (Profile, resize_memory, with_quick_cpu_readback, with_spare_vcpus,
+                       with_tsc_frequency)
 from .record import (PACKED_START, BootRecord, KmsgIncomplete, messages_from, parse_console,
                      parse_plain, read_text, unpack_channel)
 
@@ -398,6 +399,7 @@ def prepare(conn: libvirt.virConnect, request: BootRequest, streamed: bool = Fal
     host_hz = host_tsc_hz(conn) if conn is not None and request.accel == "tcg" else None
     if host_hz is not None:
         xml = with_tsc_frequency(xml, host_hz)
+    xml = with_quick_cpu_readback(xml)
     xml = wire(xml, console_log, data_log, request.profile.name, streamed, append)
     (outdir / "domain.xml").write_text(xml)
     return Prepared(name, outdir, kernel, cmdline, xml, console_log, data_log, with_modules)
