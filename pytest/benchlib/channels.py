@@ -30,9 +30,6 @@ from .errors import BenchError
 CONSOLE_PORT, DATA_PORT = "0", "1"
 # The ports' device names for virDomainOpenConsole.
 STREAM_DEVICES = {CONSOLE_PORT: "serial0", DATA_PORT: "serial1"}
-# Namespaces the profiles use, kept under their own prefixes when rewritten.
-NAMESPACES = {"qemu": "http://libvirt.org/schemas/domain/qemu/1.0",
-              "bench": "urn:x-randomness-bench:profile:1"}
 STREAM_CHUNK = 1 << 16
 # How long the channels may take to settle after the domain is gone: on a host
 # whose libvirt logs through virtlogd, it writes the files a little after QEMU
@@ -50,9 +47,7 @@ def wire(xml: str, console_log: Path, data_log: Path, profile: str,
     them: files here (appended to if `append`, as a restored guest must), ptys
     read through streams on a host that does not share our files. A console
     element that mirrors port 0 is dropped: libvirt derives it from the port."""
-    for prefix, uri in NAMESPACES.items():
-        ET.register_namespace(prefix, uri)
-    root = ET.fromstring(xml)
+    root = ET.fromstring(xml)   # prefixes kept as the profiles write them (profiles.py)
     devices = root.find("devices")
     paths = {CONSOLE_PORT: console_log, DATA_PORT: data_log}
     wired: set[str] = set()
