@@ -184,6 +184,26 @@ def test_harness_trace_spills_before_the_kprobes_from_the_function_tracer() -> N
     assert (credited_bits(events), unknown_credits(events)) == (1, 1)
 
 
+def test_harness_trace_twins_paired_across_interrupts() -> None:
+    """A spill and a credit made with interrupts on: an interrupt's events (and a
+    nested credit's, as an input device's may be) come between a kprobe event and
+    its function tracer twin; each call is still one event, and no credit is of
+    unknown bits (seen in CI: a lowbits kernel's 64 bits 'cannot tell')."""
+    irq, credit = "add_interrupt_randomness", "_credit_init_bits"
+    lines = [trace_line(0, 2.0, "mix", "count=2147483713"),
+             trace_line(0, 2.001, "air", "irq=4"), function_line(0, 2.001, irq),
+             function_line(0, 2.04, "mix_interrupt_randomness"),
+             trace_line(0, 2.041, "cred", "bits=16"),
+             trace_line(0, 2.042, "air", "irq=1"), function_line(0, 2.042, irq),
+             trace_line(0, 2.043, "cred", "bits=2"), function_line(0, 2.043, credit),
+             function_line(0, 2.044, credit),
+             trace_line(0, 2.045, "mixret", "")]
+    events = parse_trace([TRACE_HEAD.format(len(lines), len(lines)), *lines])
+    (spill,) = spills(events)
+    assert (spill.count, spill.credits, spill.from_functions) == (65, [16, 2], False)
+    assert (credited_bits(events), unknown_credits(events)) == (18, 0)
+
+
 def key_text(key: bytes) -> str:
     return "{" + ",".join(hex(b) for b in key) + "}"
 

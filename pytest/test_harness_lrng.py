@@ -20,12 +20,15 @@ def profile_line(event: str, hits: int, missed: int) -> str:
 
 def pool_fill(cpu: int, t0: float, first: int, count: int) -> list[str]:
     """`count` interrupts on `cpu`, each entering and credited, the series' pool
-    count running from `first`."""
+    count running from `first`; each kprobe event with its function tracer twin,
+    as a trace from boot has them."""
     lines = []
     for i in range(count):
         t = t0 + i * 1e-4
         lines += [trace_line(cpu, t, "air", "irq=4"),
-                  trace_line(cpu, t + 1e-5, "icred", f"events={first + i} num=256 den=288")]
+                  function_line(cpu, t + 1e-6, "add_interrupt_randomness"),
+                  trace_line(cpu, t + 1e-5, "icred", f"events={first + i} num=256 den=288"),
+                  function_line(cpu, t + 1.1e-5, "lrng_pool_add_credited")]
     return lines
 
 
