@@ -33,8 +33,8 @@ CREDITED = "icred"
 READ_START = "getpool"
 POOL_READ = "cred"
 # fixtures/trace-lrng-boot adds the function tracer from boot on the calls behind
-# the kprobes at the interrupt's path (made with interrupts off, so each pairs with
-# its kprobe twin) and on the pool's read (READ_FN, paired by time instead: a read
+# the kprobes at the interrupt's path (each paired with its kprobe twin by
+# trace.twinless) and on the pool's read (READ_FN, paired by time instead: a read
 # before the first kprobe event is one the kprobes could not see).
 FN_INTERRUPT = "add_interrupt_randomness"
 READ_FN = "lrng_get_pool"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
@@ -148,7 +149,6 @@ def blind_spots(sections: dict[str, list[str]], names: Iterable[str]) -> list[st
 # (seen under TCG: 10 serial interrupts and 2.5 ms between a credit's kprobe event
 # and its function tracer twin; 40 ms for a spill's).
 
-
 def twinless(events: list[TraceEvent], twins: dict[str, str]) -> list[TraceEvent]:
     """The events without the function tracer's twins of kprobe events (`twins`:
     function name -> the kprobe event at its entry): a call traced by both is kept
@@ -157,16 +157,16 @@ def twinless(events: list[TraceEvent], twins: dict[str, str]) -> list[TraceEvent
     per CPU and function: an interrupt between the two may nest a call of its own);
     one without is a call the kprobes did not see (made before they existed)."""
     kept: list[TraceEvent] = []
-    unpaired: dict[tuple[int, str], int] = {}
-    kprobe_of = set(twins.values())
+    unpaired: Counter[tuple[int, str]] = Counter()
+    kprobe_events = set(twins.values())
     for event in events:
         twin = twins.get(event.event)
-        if twin is not None and unpaired.get((event.cpu, twin), 0):
+        if twin is not None and unpaired[(event.cpu, twin)]:
             unpaired[(event.cpu, twin)] -= 1
-            continue
-        if event.event in kprobe_of:
-            unpaired[(event.cpu, event.event)] = unpaired.get((event.cpu, event.event), 0) + 1
-        kept.append(event)
+        else:
+            if event.event in kprobe_events:
+                unpaired[(event.cpu, event.event)] += 1
+            kept.append(event)
     return kept
 
 
