@@ -2,9 +2,10 @@
 every test that needs a throughput boot builds it the same way."""
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
-from . import throughput
+from . import keyerase, throughput
 from .record import BootRecord, TaskOutput
 
 
@@ -44,4 +45,59 @@ def lrngnoderead_record(generated: list[tuple[int, int]]) -> BootRecord:
         task.lines += [f"@@SECTION before cpu{cpu}", *state(cpu, 10, 1000),
                        f"@@SECTION after cpu{cpu}", *state(cpu, 10 + calls, 1000 + done)]
     record.tasks = {"lrngnoderead": task}
+    return record
+
+
+def keyerase_record(cases: dict[str, int], leaked: dict[str, int],
+                    sigma: bool = True) -> BootRecord:
+    """A boot whose task keyerase held each case's read (name -> length): in each,
+    one key erasure before the fault, the stack snapshot, the next read's erasure.
+    `leaked` names the cases whose snapshot keeps the erased key's last N bytes in
+    the state's key words (as lrng 0008-0018 did); `sigma` False leaves the
+    ChaCha20 constants off every snapshot (an observer that missed the state)."""
+    record = BootRecord(name="bench-lrng-0", profile="tcg-virtio-rng", variant="lrng",
+                        kernel="k", accel="tcg", cmdline="", console_log=Path("c"),
+                        data_log=Path("d"))
+    lines = ["# entries-in-buffer/entries-written: 0/0   #P:2"]
+    t = 1.0
+
+    def line(event: str, args: str) -> str:
+        nonlocal t
+        t += 0.001
+        return f"        keyerase-42      [000] d.... {t:.6f}: {event}: (x+0x0/0x10) {args}"
+
+    def key_args(key: bytes, counter: int) -> str:
+        words = struct.unpack("<4Q", key)
+        return " ".join(f"k{i}={w:#x}" for i, w in enumerate(words)) + f" ctr={counter:#x} nonce=0x0"
+
+    for n, (name, length) in enumerate(cases.items()):
+        old_key = bytes(range(n * 32 + 1, n * 32 + 33))
+        new_key = keyerase.chacha20_block(old_key)[:32]
+        state = bytearray(keyerase.CHACHA_SIGMA if sigma else bytes(16))
+        kept = leaked.get(name, 0)
+        state += bytes(32 - kept) + old_key[32 - kept:] + struct.pack("<4I", 1, 0, 0, 0)
+        stack = bytes(512) + bytes(state) + bytes(keyerase.STACK_EVENTS
+                                                  * keyerase.STACK_WORDS_PER_EVENT * 8
+                                                  - 512 - len(state))
+        words = struct.unpack(f"<{len(stack) // 8}Q", stack)
+        lines.append(f"        keyerase-42      [000] ..... {t:.6f}: tracing_mark_write: "
+                     f"keyerase=begin case={name}")
+        lines.append(line(keyerase.KEY_EVENT, key_args(old_key, 0)))
+        for e, event in enumerate(keyerase.STACK_EVENT_NAMES):
+            chunk = words[e * keyerase.STACK_WORDS_PER_EVENT:(e + 1) * keyerase.STACK_WORDS_PER_EVENT]
+            lines.append(line(event, " ".join(f"w{i}={w:#x}" for i, w in enumerate(chunk))))
+        lines.append(line(keyerase.KEY_EVENT, key_args(new_key, 0)))
+        lines.append(f"        keyerase-42      [000] ..... {t + 0.001:.6f}: tracing_mark_write: "
+                     f"keyerase=end case={name}")
+        t += 0.01
+        record.probe.append({"event": "keyerase", "case": name, "len": str(length),
+                             "got": str(length), "held": "yes", "handler": "ok"})
+    total = sum(1 for entry in lines if ": " in entry)
+    lines[0] = f"# entries-in-buffer/entries-written: {total}/{total}   #P:2"
+    names = (keyerase.KEY_EVENT, *keyerase.STACK_EVENT_NAMES)
+    task = TaskOutput(keyerase.TASK, 0, [
+        "@@SECTION kprobe_events", *(f"p:kprobes/{n} f" for n in names),
+        "@@SECTION kprobe_profile", *(f"  {n}  5  0" for n in names),
+        "@@SECTION trace", *lines])
+    record.tasks = {keyerase.TASK: task}
     return record

@@ -81,6 +81,9 @@ TASKS: dict[str, TaskNeeds] = {t.name: t for t in (
     TaskNeeds("credit", options=KPROBE_HIST_OPTIONS),
     TaskNeeds("vmbus", options=KPROBE_HIST_OPTIONS),
     TaskNeeds("vmbus_sint", options=KPROBE_HIST_OPTIONS),
+    # A read held in its copy to user space by userfaultfd, its kernel stack taken
+    # by kprobes (fixtures/keyerase.c, benchlib/keyerase.py).
+    TaskNeeds("keyerase", options=("CONFIG_USERFAULTFD", "CONFIG_KPROBE_EVENTS")),
 )}
 
 
