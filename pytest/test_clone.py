@@ -184,6 +184,13 @@ def test_clones_with_generation_id_diverge(clone_outcome, variant: str, profile:
         assert clone.reseeds_after_vmfork(), (
             f"{clone.name}: the generation ID reached add_vmfork_randomness, but no reseed "
             f"of the RNG followed it: {outcome.explain()}")
+        if clones.DRBG_SEED_EVENT in clone.armed:
+            # The LRNG's secondaries are reseeded from the primary DRBG's output:
+            # the primary must have taken the ID first (lrng 0020).
+            assert clone.could_see(clones.DRBG_SEED_EVENT) and clone.vmfork_id_seeds(), (
+                f"{clone.name}: the primary DRBG did not take the generation ID between "
+                f"add_vmfork_randomness and the secondaries' reseed: their seeds came from "
+                f"a state both clones share (missed: {clone.missed}): {outcome.explain()}")
     assert_diverged(outcome)
     assert outcome.verdict() == "yes"
 

@@ -166,3 +166,23 @@ def test_clone_harness_bad_image_is_one_line_naming_the_step(saved_guest, tmp_pa
     with saved_guest as guest:
         with pytest.raises(restore.RestoreFailed, match=r"^read the domain of .*not-a-saved-image: "):
             guest.restore_clone(bad, "clone-a")
+
+
+ID = " len=0x10 id0=0x1111 id1=0x2222"
+
+
+@pytest.mark.parametrize("seeds, took", [
+    # The primary DRBG seeded with the ID between the vmfork and the secondaries' reseed.
+    ([(7.002, "drbgseed", " len=0x18 d0=0x1111 d1=0x2222")], True),
+    # Only after the secondaries were reseeded: too late for them (lrng before 0020).
+    ([(7.010, "drbgseed", " len=0x18 d0=0x1111 d1=0x2222")], False),
+    # A seed before the vmfork, or one that does not begin with the ID.
+    ([(6.500, "drbgseed", " len=0x18 d0=0x1111 d1=0x2222"),
+      (7.002, "drbgseed", " len=0x3c d0=0x9999 d1=0x2222")], False),
+])
+def test_clone_harness_primary_takes_the_generation_id_before_the_secondaries(
+        tmp_path: Path, seeds: list, took: bool) -> None:
+    events = sorted([(7.0, "vmfork", ID), (7.001, "reseed_vmfork", " len=0x10"),
+                     (7.005, "reseed", " len=0x48 internal=1"), *seeds])
+    clone = outcome(tmp_path, blocks("a"), blocks("b"), events, genid=True).clones[0]
+    assert bool(clone.vmfork_id_seeds()) is took

@@ -193,6 +193,22 @@ def test_lrng_rndaddentropy_credits_only_a_whole_write(boot_guest, bench_variant
     print(f"\nbits credited per write: {credited}")
 
 
+def test_lrng_write_to_urandom_renews_no_cpus_key(boot_guest, bench_variant) -> None:
+    """Any user may write to /dev/urandom: a flood of writes must not send every
+    other process's requests to the DRBG for a new key (lrng 0021). The reader's
+    key fetches are counted beside the LRNG's own reseeds (task writerekey)."""
+    record = boot_guest(WRITES_PROFILE.one(), tasks=["writerekey"], variant=bench_variant(VARIANT),
+                        params={"bench_seconds": "1"})
+    print(f"\n{lrngcheck.assert_write_renews_no_key(record)}")
+
+
+def test_lrng_cpu_back_online_fetches_a_new_key(boot_guest, bench_variant) -> None:
+    """A CPU taken offline and back serves no key from before it went down: its
+    ChaCha20 key is renewed, as 6.1 renews its per-CPU CRNG (lrng 0024)."""
+    record = boot_guest(WRITES_PROFILE.one(), tasks=["cpukey"], variant=bench_variant(VARIANT))
+    print(f"\n{lrngcheck.assert_cpu_key_renewed(record)}")
+
+
 # ---- NUMA ------------------------------------------------------------------------------
 
 def numa_read_boot(boot_guest, bench_variant, profile: str, extra_cmdline: str = ""):

@@ -481,3 +481,15 @@ def test_remove_if_empty_removes_only_a_folder_without_files(tmp_path: Path) -> 
     assert not report.remove_if_empty(kept)
     assert (kept / "kvm-probe" / "console.log").is_file() and (kept / "boots" / "empty").is_dir()
     assert not report.remove_if_empty(tmp_path / "never-made")
+
+
+def test_throughput_table_says_where_lrngs_output_departs_from_2016() -> None:
+    """lrng's throughput is its ChaCha20 output's, which reseeds by time: the table
+    says so (kernel/patches/lrng/variant.toml, output_note); stock says nothing."""
+    text = throughput.table(throughput_rows([95, 91, 99]))
+    notes = text.split("\nnote: ", 1)
+    assert len(notes) == 2, text
+    assert "not after 4096 requests" in " ".join(notes[1].split()), notes[1]
+    assert all(len(line) <= throughput.NOTE_WIDTH for line in notes[1].splitlines())
+    only_stock = [r for r in throughput_rows([95, 91, 99]) if r["variant"] == "stock"]
+    assert "note:" not in throughput.table(only_stock)

@@ -76,6 +76,11 @@ DONE_MARK = "bench: clone reads done"
 # every event that is a reseed of the key that getrandom() reads from.
 VMFORK_EVENT = "vmfork"
 RESEED_PREFIX = "reseed"
+# A clone trace set's secondary-DRBG reseed (lrng_sdrbg_inject()), and its DRBG
+# seeds (drbg_raw_seed(): the first 16 bytes), where the set arms them (lrng): the
+# primary DRBG must take a vmfork's generation ID before the secondaries' reseed.
+SECONDARY_RESEED_EVENT = "reseed"
+DRBG_SEED_EVENT = "drbgseed"
 
 Read = tuple[int, int]          # (round, cpu)
 
@@ -150,6 +155,21 @@ class CloneView:
     def reseeds_after_vmfork(self) -> list[TraceEvent]:
         forks = self.vmforks()
         return [e for e in self.reseeds() if forks and e.t >= forks[0].t]
+
+    def vmfork_id_seeds(self) -> list[TraceEvent]:
+        """DRBG seeds that begin with the first vmfork's generation ID, between
+        that vmfork and the first secondary reseed after it (the trace's fetched
+        words, compared as numbers)."""
+        forks = self.vmforks()
+        if not forks:
+            return []
+        fork = forks[0]
+        ends = [e.t for e in self.after_save()
+                if e.event == SECONDARY_RESEED_EVENT and e.t >= fork.t]
+        end = min(ends) if ends else float("inf")
+        wanted = (fork.int("id0"), fork.int("id1"))
+        return [e for e in self.after_save() if e.event == DRBG_SEED_EVENT
+                and fork.t <= e.t <= end and (e.int("d0"), e.int("d1")) == wanted]
 
     def could_see(self, event: str) -> bool:
         """The trace could have recorded `event`: registered, and no hit missed."""

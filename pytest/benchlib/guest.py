@@ -40,7 +40,7 @@ from .kreports import reports
 from .paths import DEFAULT_EMULATOR, FIXTURE_DIR, patched_qemu
 from .libvirtconn import host_tsc_hz
 from .profiles import (Profile, resize_memory, with_quick_cpu_readback, with_spare_vcpus,
-                       with_tsc_frequency)
+                       with_suspend_to_mem, with_tsc_frequency)
 from .record import (PACKED_START, BootRecord, KmsgIncomplete, messages_from, parse_console,
                      parse_plain, read_text, unpack_channel)
 
@@ -210,6 +210,9 @@ class BootRequest:
     # Empty vCPU slots beside the profile's vCPUs, for a vCPU the host plugs in
     # while the guest runs (profiles.with_spare_vcpus).
     spare_vcpus: int = 0
+    # The guest may suspend to RAM (ACPI S3) and wait for the host to wake it
+    # (profiles.with_suspend_to_mem; the resume test).
+    suspend_to_mem: bool = False
 
     def cmdline(self, with_modules: bool = False) -> str:
         # Every cap a task of this boot obeys is given, and the closing tasks in
@@ -393,6 +396,8 @@ def prepare(conn: libvirt.virConnect, request: BootRequest, streamed: bool = Fal
         xml = resize_memory(xml, request.memory_mib)
     if request.spare_vcpus:
         xml = with_spare_vcpus(xml, request.spare_vcpus)
+    if request.suspend_to_mem:
+        xml = with_suspend_to_mem(xml)
     # Under TCG the guest's TSC is the host's cycle counter: a fixed TSC rate in the
     # profile is the host's own, which libvirt then accepts (it refuses a rate
     # more than 250 ppm from the host's, unless the host CPU scales its TSC).
@@ -579,12 +584,17 @@ class Guest:
 
 
 def boot(conn: libvirt.virConnect, request: BootRequest, lease: Optional[Lease] = None,
-         heartbeat: Optional[Callable[[str], None]] = None) -> BootRecord:
+         heartbeat: Optional[Callable[[str], None]] = None,
+         meanwhile: Optional[Callable[["Guest"], None]] = None) -> BootRecord:
     """Boot once, return the record; raise BenchError (with the stage reached) on failure.
-    heartbeat: told what a boot long in one stage waits for (see follow)."""
+    heartbeat: told what a boot long in one stage waits for (see follow); meanwhile:
+    what the host does to the running guest before following it to its end (it
+    waits for the guest's own lines with guest.wait_for)."""
     guest = Guest(conn, request, lease)
     try:
         with guest:
+            if meanwhile is not None:
+                meanwhile(guest)
             guest.follow(heartbeat)
     except BenchError as exc:
         guest.error = exc

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
+from .credit import hits_by, window_hist
 from .record import BootRecord
 from .trace import (TRACE_TASK, TraceEvent, blind_spots, kprobe_misses, trace_of, twinless,
                     unarmed)
@@ -616,3 +617,61 @@ def assert_drbg_self_tests(record: BootRecord) -> None:
     untested = [f"{a['driver']}: selftest {a.get('selftest')}" for a in drbgs
                 if a.get("selftest") != SELFTEST_PASSED]
     assert not untested, f"DRBG self-tests not passed: {untested}"
+
+
+# ---- A writer to /dev/urandom beside a reader (task writerekey) ------------------------------
+
+WRITEREKEY_TASK = "writerekey"
+# The reader's process name in the rekey hist (common_pid.execname).
+WRITEREKEY_READER = "grbench"
+
+
+def assert_write_renews_no_key(record: BootRecord) -> str:
+    """While a writer floods /dev/urandom, a reader on another CPU fetches a new
+    ChaCha20 key only after the LRNG's own reseeds (one for each, and its first):
+    a write must not renew every CPU's key (lrng 0021). Counted by kprobe hists in
+    a window (fixtures/kprobes-writerekey); says what was counted."""
+    task = record.finished_task(WRITEREKEY_TASK)
+    sections = task.sections()
+    missed = {event: n for event, n in kprobe_misses(sections).items() if n}
+    assert not missed, f"the window's kprobes missed hits: {missed} ({record.data_log})"
+    fetches = hits_by(window_hist(sections, "rekey", required=True), "common_pid")
+    reader = sum(n for who, n in fetches.items() if who.startswith(WRITEREKEY_READER))
+    injected = hits_by(window_hist(sections, "sinject", required=True), "internal")
+    writes, internal = injected.get("0", 0), injected.get("1", 0)
+    calls = sum(int(p.get("calls", 0)) for p in record.probe_events("throughput"))
+    assert writes and calls, (
+        f"nothing to judge: {writes} injections from the writer and {calls} reader requests "
+        f"in the window ({record.data_log})")
+    seen = (f"{reader} key fetches by the reader in {calls} requests, while the writer made "
+            f"{writes} injections into the secondary DRBGs and the LRNG reseeded them "
+            f"{internal} times")
+    assert reader <= internal + 1, f"a write renews the CPUs' keys: {seen} ({record.data_log})"
+    return seen
+
+
+# ---- A CPU taken offline and back (task cpukey) -----------------------------------------
+
+CPUKEY_TASK = "cpukey"
+CPUKEY_EVENT = "cpukey"
+MARKER = "tracing_mark_write"
+
+
+def assert_cpu_key_renewed(record: BootRecord) -> str:
+    """Between CPU 1's offline and its first read after coming back, the trace
+    shows a key fetch on that CPU (lrng 0024): it serves no key from before it went
+    down. Says where the fetch was."""
+    sections = record.finished_task(CPUKEY_TASK).sections()
+    blind = blind_spots(sections, (CPUKEY_EVENT,))
+    assert not blind, f"the key fetches could not all be seen: {blind} ({record.data_log})"
+    events = trace_of(sections)
+    marks = {e.args.get("cpukey"): e for e in events if e.event == MARKER and "cpukey" in e.args}
+    assert {"offline", "read"} <= set(marks), (
+        f"the task's trace markers are missing (found {sorted(marks)}) ({record.data_log})")
+    cpu = int(marks["offline"].args["cpu"])
+    fetches = [e for e in events if e.event == CPUKEY_EVENT and e.cpu == cpu
+               and marks["offline"].t <= e.t <= marks["read"].t]
+    assert fetches, (
+        f"CPU {cpu} went offline and came back, then served a read without fetching a new "
+        f"key: it used the key it had before it went down ({record.data_log})")
+    return f"CPU {cpu} fetched a key at {fetches[0].t:.6f} s ({fetches[0].comm})"

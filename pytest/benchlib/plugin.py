@@ -34,7 +34,7 @@ import pytest
 from benchlib import budgets, paths, plan
 from benchlib.accel import resolve_accel
 from benchlib.errors import BadProfile, BenchError, Skip, UnknownProfile
-from benchlib.guest import boot, clear_stale, install_signal_handlers, reap_survivors
+from benchlib.guest import Guest, boot, clear_stale, install_signal_handlers, reap_survivors
 from benchlib.hosts import DEFAULT_URI, HostPool
 from benchlib.kernels import variant_kernel
 from benchlib.profiles import Needs, all_profiles, get_profile, profiles_needed, use_directory
@@ -179,9 +179,10 @@ def boot_guest(libvirt_conn: libvirt.virConnect, host_pool: HostPool, initrd: Pa
                accel: str, run_dir: Path, kernel_under_test: KernelUnderTest,
                request: pytest.FixtureRequest) -> BootFn:
     """boot_guest(profile, tasks=[...], variant=None, kernel=None, under_test=None,
-    pool=None, **request fields): variant None is the kernel under test (or
-    under_test's); pool, a HostPool of the test's own (more slots) instead of the
-    session's.
+    pool=None, meanwhile=None, **request fields): variant None is the kernel under
+    test (or under_test's); pool, a HostPool of the test's own (more slots) instead
+    of the session's; meanwhile(guest), what the host does to the running guest
+    (guest.boot's).
 
     Boots one guest and returns its record. A profile this host cannot run, or a
     user's kernel whose config lacks what the boot needs, is a skip that names why;
@@ -190,7 +191,9 @@ def boot_guest(libvirt_conn: libvirt.virConnect, host_pool: HostPool, initrd: Pa
 
     def _boot(profile: str, tasks: list[str], variant: Optional[str] = None,
               kernel: Optional[Path] = None, under_test: Optional[KernelUnderTest] = None,
-              pool: Optional[HostPool] = None, **fields: object) -> BootRecord:
+              pool: Optional[HostPool] = None,
+              meanwhile: Optional[Callable[[Guest], None]] = None,
+              **fields: object) -> BootRecord:
         try:
             prof = get_profile(profile)
         except UnknownProfile:
@@ -208,7 +211,7 @@ def boot_guest(libvirt_conn: libvirt.virConnect, host_pool: HostPool, initrd: Pa
         except Skip as exc:
             pytest.skip(str(exc))
         with (pool or host_pool).lease() as lease:
-            return boot(libvirt_conn, boot_request, lease=lease)
+            return boot(libvirt_conn, boot_request, lease=lease, meanwhile=meanwhile)
 
     return _boot
 

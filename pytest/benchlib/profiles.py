@@ -316,6 +316,22 @@ def with_spare_vcpus(xml: str, spare: int) -> str:
     return ET.tostring(root, encoding="unicode")
 
 
+def with_suspend_to_mem(xml: str) -> str:
+    """A rendered domain whose guest may suspend to RAM (ACPI S3: libvirt's
+    <pm><suspend-to-mem enabled='yes'/>, QEMU's ICH9-LPC.disable_s3=0): it stays
+    suspended until the host wakes it (libvirt's dompmwakeup)."""
+    root = ET.fromstring(xml)
+    pm = root.find("pm")
+    if pm is None:
+        pm = ET.Element("pm")
+        # libvirt's schema puts <pm> after <on_crash> and before <devices>.
+        root.insert(list(root).index(root.find("devices")), pm)
+    for old in pm.findall("suspend-to-mem"):
+        pm.remove(old)
+    ET.SubElement(pm, "suspend-to-mem", enabled="yes")
+    return ET.tostring(root, encoding="unicode")
+
+
 def resize_memory(xml: str, mib: int) -> str:
     """A rendered domain with mib MiB of memory instead of the profile's: <memory>,
     <currentMemory> if present, and each NUMA cell scaled by the same factor (so

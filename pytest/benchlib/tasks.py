@@ -83,6 +83,11 @@ TASKS: dict[str, TaskNeeds] = {t.name: t for t in (
     TaskNeeds("vmbus_sint", options=KPROBE_HIST_OPTIONS),
     # A read held in its copy to user space by userfaultfd, its kernel stack taken
     # by kprobes (fixtures/keyerase.c, benchlib/keyerase.py).
+    TaskNeeds("writerekey", options=KPROBE_HIST_OPTIONS),
+    # CPU 1 offline and back, its key fetches traced (pytest/test_lrng.py).
+    TaskNeeds("cpukey", options=("CONFIG_HOTPLUG_CPU", "CONFIG_KPROBE_EVENTS")),
+    # Suspend to RAM, woken by the host (pytest/test_resume.py).
+    TaskNeeds("suspend", options=("CONFIG_SUSPEND",)),
     TaskNeeds("keyerase", options=("CONFIG_USERFAULTFD", "CONFIG_KPROBE_EVENTS")),
 )}
 

@@ -25,12 +25,17 @@ ratio to the baseline variant's median.
 from __future__ import annotations
 
 import statistics
+import textwrap
 from dataclasses import dataclass, field
 from typing import Optional
 
+from . import variants
+from .errors import BenchError
 from .record import BootRecord
 
 BASELINE = "stock"
+# The width the notes under the table are wrapped to (the report's text width).
+NOTE_WIDTH = 88
 TASKS = ["throughput"]
 # The per-node CRNG layer and the LRNG's output generator may cost at most this
 # much against stock (issues 3 and 22), judged where the cost can be told: COST.
@@ -138,4 +143,20 @@ def table(rows: list[dict[str, object]]) -> str:
             flag = f"  {flag}" if flag and flag != "within budget" else ""
             lines.append(f"{r['variant']:{width}} {r['threads']:>7} {r['request_bytes']:>6} "
                          f"{spread:>28} {ratio:>9}{flag}")
+    for note in output_notes(rows):
+        lines += textwrap.wrap(f"note: {note}", NOTE_WIDTH, subsequent_indent="    ")
     return "\n".join(lines)
+
+
+def output_notes(rows: list[dict[str, object]]) -> list[str]:
+    """What the measured variants' variant.toml say of their output generators
+    (output_note), once each."""
+    notes: list[str] = []
+    for name in dict.fromkeys(str(r["variant"]) for r in rows):
+        try:
+            note = variants.load(name).output_note
+        except BenchError:         # a user's kernel label or a name without metadata
+            continue
+        if note and note not in notes:
+            notes.append(note)
+    return notes

@@ -53,6 +53,9 @@ class Variant:
     image_trace: str = "image-stock"
     # Interrupts at which a CPU's fast pool spills before ready (None: no fast pool)
     spill_interrupts: Optional[int] = None
+    # Where the variant's output generator departs from the design it ports, said
+    # under the throughput table (whose figures are that generator's)
+    output_note: str = ""
 
     @property
     def ready_milestones(self) -> list[str]:
@@ -158,6 +161,7 @@ def load(name: str) -> Variant:
                    milestones=milestones, parent=data.get("parent"),  # type: ignore[arg-type]
                    also_ready=also_ready,
                    clone_trace=str(data.get("clone_trace", "clone-stock")),
+                   output_note=str(data.get("output_note", "")),
                    image_trace=str(data.get("image_trace", "image-stock")),
                    spill_interrupts=spill_interrupts(name, data))
 
