@@ -45,14 +45,14 @@ distro-kernel: setup
 # build/images/roots (benchlib/images.py). `make test` builds it beside the kernels.
 IMAGES ?= debian-12-cloud
 images: setup
-	@PYTHONPATH=$(CURDIR)/pytest $(PYTHON) -m benchlib.images $(IMAGES)
+	@PYTHONPATH=$(CURDIR) $(PYTHON) -m benchlib.images $(IMAGES)
 
 # The bench's commands run from the directory make was called from (with -C: the
 # repository), benchlib on PYTHONPATH: a relative path in RUN_ARGS, SOAK_ARGS or
 # PYTEST_ARGS is the caller's. Each command checks its arguments first
 # (benchlib/options.py), so that a bad one costs seconds, not a 35-minute build;
 # then the build, then the boots.
-BENCH := PYTHONPATH=$(CURDIR)/pytest$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m
+BENCH := PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m
 # These build nothing: they check, print the plan, list, or use the kernels as built.
 RUN_BUILDS_NOTHING := $(filter --dry-run --no-build --list-profiles --list-images,$(RUN_ARGS))
 

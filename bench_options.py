@@ -25,17 +25,13 @@ paths are resolved against the directory pytest was started from.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Optional, Union
 
 import pytest
 
-# benchlib, for the checks: conftest.py puts it on sys.path too, but later.
-sys.path.insert(0, str(Path(__file__).resolve().parent / "pytest"))
-
-from benchlib import options  # noqa: E402
-from benchlib.errors import BenchError  # noqa: E402
+from benchlib import options
+from benchlib.errors import BenchError
 
 # The dests of this plugin's options: the only ones the checks read and rewrite.
 DESTS = ("kernel", "modules", "kernel_deb", "profile", "profiles_dir", "boots", "accel",

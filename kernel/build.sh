@@ -70,7 +70,7 @@ done
 # The variant and its ancestors, the root first: benchlib/variants.py reads the
 # parent files (the first name in each, comments and blank lines ignored), for
 # this script and for the harness alike, and names an unknown parent or a cycle.
-chain_names=$(PYTHONPATH="$here/../pytest" /usr/bin/python3 -m benchlib.variants chain "$variant") \
+chain_names=$(PYTHONPATH="$repo" /usr/bin/python3 -m benchlib.variants chain "$variant") \
 	|| die "the parents of variant '$variant' (see the line above)"
 mapfile -t chain <<<"$chain_names"
 

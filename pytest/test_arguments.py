@@ -68,7 +68,7 @@ def bench(module: str, args: list[str], env: dict[str, str],
     make was called from, benchlib on PYTHONPATH. Returns the result and its time."""
     started = time.monotonic()
     result = subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env={
-        **env, "PYTHONPATH": str(paths.REPO / "pytest")}, capture_output=True, text=True,
+        **env, "PYTHONPATH": str(paths.REPO)}, capture_output=True, text=True,
         timeout=DRY_RUN_WITHIN_S * 2)
     return result, time.monotonic() - started
 

@@ -24,7 +24,7 @@ def test_unknown_profile_is_named() -> None:
 def test_run_cli_rejects_unknown_profile_in_one_line() -> None:
     result = subprocess.run([sys.executable, "-m", "benchlib.run", "--profile", "nope",
                              "--no-build", "--dry-run"], capture_output=True, text=True,
-                            cwd=paths.REPO / "pytest")
+                            cwd=paths.REPO)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         f"bench: unknown profile 'nope' (known: {', '.join(sorted(p.stem for p in paths.PROFILE_DIR.glob('*.xml')))})"]

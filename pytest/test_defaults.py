@@ -21,7 +21,7 @@ from benchlib.kreports import FATAL_STARTS
 from benchlib.options import shared_options
 from benchlib.profiles import get_profile
 
-BENCHLIB = paths.REPO / "pytest" / "benchlib"
+BENCHLIB = paths.REPO / "benchlib"
 
 
 def init_fallbacks() -> dict[str, str]:

@@ -68,7 +68,7 @@ def matrix_report(uris: list[str], tmp: Path) -> dict:
     args = ["-m", "benchlib.run", *MATRIX, "--budget", str(budgets)]
     for uri in uris:
         args += ["--libvirt-uri", uri]
-    result = child(args, results, paths.REPO / "pytest")
+    result = child(args, results, paths.REPO)
     reports = sorted(results.glob("*/report.json"))
     assert reports, f"no report: {result.stdout[-2000:]}{result.stderr[-2000:]}"
     found = json.loads(reports[-1].read_text())

@@ -34,7 +34,7 @@ def test_lifecycle_killed_run_leaves_no_guest(sig: signal.Signals, libvirt_conn,
     run = subprocess.Popen(
         [sys.executable, "-m", "benchlib.run", "--no-build", "--no-throughput", "--accel", "tcg",
          "--profile", QUIET.one(), "--variant", "stock", "--boots", "1"],
-        cwd=paths.REPO / "pytest", env={**os.environ, "RESULTS_DIR": str(tmp_path)},
+        cwd=paths.REPO, env={**os.environ, "RESULTS_DIR": str(tmp_path)},
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + START_WAIT_S

@@ -47,7 +47,7 @@ def report_dir(bench_variant, accel: str, run_dir: Path) -> Path:
         [sys.executable, "-m", "benchlib.run", "--no-build", "--variant", "stock",
          "--profile", PROFILE, "--boots", str(BOOTS), "--cap", "30", "--no-throughput",
          "--no-clones", "--budget", str(budget), "--no-entropy", "--accel", accel],
-        cwd=paths.REPO / "pytest", capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
+        cwd=paths.REPO, capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
         env={**os.environ, "RESULTS_DIR": str(results)})
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     (outdir,) = [d for d in results.iterdir() if d.is_dir()]

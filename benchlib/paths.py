@@ -5,7 +5,7 @@ import os
 from pathlib import Path
 from typing import Optional
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 PROFILE_DIR = REPO / "vm-definitions"
 KERNEL_DIR = REPO / "kernel"
 FIXTURE_DIR = REPO / "fixtures"
