@@ -33,7 +33,8 @@ from .stages import INTERRUPTED
 from .errors import BenchError
 from .guest import BootRequest
 from .profiles import Profile
-from .record import KmsgIncomplete, TaskOutput, messages_from, parse_data, read_text
+from .record import KmsgIncomplete, messages_from, parse_data, read_text
+from .bootrecord import TaskOutput
 from .restore import RestoreFailed, SavedGuest, genid
 from .trace import TraceEvent, TraceIncomplete, armed_events, kprobe_misses, parse_trace
 from .userkernel import KernelUnderTest

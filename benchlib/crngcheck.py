@@ -14,7 +14,7 @@ from typing import Optional
 from .credit import signed_key, stock_spill_credit, window_hist
 from .crngstate import CrngState, parse_crng_state
 from .ordering import assert_nonblock_eagain_until_ready, blocking_return_time, ready_position
-from .record import BootRecord
+from .bootrecord import BootRecord
 from .spills import Spill, credited_bits, first, spills, unknown_credits
 from .trace import TRACE_TASK, TraceEvent, blind_spots, missed_hits, trace_of
 

@@ -23,6 +23,7 @@ from .accel import KVM_PROBE_DEADLINE_S
 from .errors import BenchError, NeedsKvm
 from .hosts import AUTO, host_jobs, shares_files
 from .profiles import Profile
+from .report import minutes
 from .variants import load as load_variant
 
 # Assumed, host wall seconds (measured under TCG on this project's 2-core machines):
@@ -67,10 +68,6 @@ def boot_cost(record: dict, cap_s: float) -> Optional[float]:
     if reached is None:
         return max(BOOT_S, wall - old_cap + cap_s)
     return wall if reached <= cap_s else max(BOOT_S, wall - reached + cap_s)
-
-
-def minutes(seconds: float) -> str:
-    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
 
 
 def describe(args: argparse.Namespace, profiles: list[Profile], variants: list[str],

@@ -30,7 +30,8 @@ from typing import Iterator, Optional
 
 from .errors import BenchError
 from .paths import REPO
-from .record import BootRecord, TaskOutput, parse_data, read_text
+from .bootrecord import BootRecord, TaskOutput
+from .record import parse_data, read_text
 
 TASK = "entropy_capture"
 SECTION = "samples"

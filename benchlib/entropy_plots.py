@@ -14,7 +14,7 @@ from typing import Iterable, Optional
 
 from . import entropy, measure
 from .entropy_report import CLAIMED_BITS, cells
-from .record import BootRecord
+from .bootrecord import BootRecord
 
 SAMPLE_VALUES = 256
 # Trace events that credit bits, and the field that says how many: 6.1 and the RFC

@@ -30,7 +30,8 @@ from . import entropy, measure
 from .credit import CREDIT_RULES
 from .errors import BenchError
 from .profiles import get_profile
-from .record import BootRecord, KmsgIncomplete, messages_from, parse_data, read_text
+from .bootrecord import BootRecord
+from .record import KmsgIncomplete, messages_from, parse_data, read_text
 
 # Bits the design claims at a milestone; a milestone not here claims none (the
 # RFC's crng_init 2 is ready on uncredited fast loads).

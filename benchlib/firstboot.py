@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from .errors import BenchError
-from .record import BootRecord
+from .bootrecord import BootRecord
 from .trace import (TraceEvent, TraceIncomplete, armed_events, missed_hits, parse_trace,
                     unarmed)
 

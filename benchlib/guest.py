@@ -41,8 +41,9 @@ from .paths import DEFAULT_EMULATOR, FIXTURE_DIR, patched_qemu
 from .libvirtconn import host_tsc_hz
 from .profiles import (Profile, resize_memory, with_quick_cpu_readback, with_spare_vcpus,
                        with_tsc_frequency)
-from .record import (PACKED_START, BootRecord, KmsgIncomplete, messages_from, parse_console,
-                     parse_plain, read_text, unpack_channel)
+from .record import (PACKED_START, KmsgIncomplete, messages_from, parse_console, parse_plain,
+                     read_text, unpack_channel)
+from .bootrecord import BootRecord
 
 # Always on the guest's command line: the kernel log on ttyS0 until the init takes
 # the console down to warnings (the kernel log reaches the host whole from

@@ -26,7 +26,7 @@ from .images import BadImage, Recipe, Root
 from .kernels import kernel_version
 from .paths import kernel_image
 from .profiles import Profile
-from .record import BootRecord
+from .bootrecord import BootRecord
 from .trace import TraceIncomplete
 from .userkernel import KernelUnderTest
 

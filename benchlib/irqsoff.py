@@ -49,7 +49,7 @@ from .libvirtconn import connect
 from .profiles import get_profile
 
 if TYPE_CHECKING:
-    from .record import BootRecord
+    from .bootrecord import BootRecord
 
 FLAVOUR = "irqsoff"
 TASK = "irqsoff"

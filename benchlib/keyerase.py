@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from . import trace
-from .record import BootRecord
+from .bootrecord import BootRecord
 
 TASK = "keyerase"
 KEY_EVENT = "keyerase_key"

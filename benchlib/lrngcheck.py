@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
-from .record import BootRecord
+from .bootrecord import BootRecord
 from .trace import (TRACE_TASK, TraceEvent, blind_spots, kprobe_misses, trace_of, twinless,
                     unarmed)
 

@@ -25,7 +25,7 @@ from .guest import BootRequest, boot, prepare, reap_survivors
 from .hosts import HostPool
 from .profiles import Profile, get_profile
 from .progress import BootLabel, Progress
-from .record import BootRecord
+from .bootrecord import BootRecord
 from .report import Cell
 from .stages import INTERRUPTED
 from .userkernel import KernelUnderTest

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from .record import BootRecord
+from .bootrecord import BootRecord
 from .spills import CAUSES, spills
 from .trace import TRACE_TASK, TraceEvent, TraceIncomplete, armed_events, trace_of
 

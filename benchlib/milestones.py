@@ -7,7 +7,7 @@ source, every milestone must print.
 """
 from __future__ import annotations
 
-from .record import BootRecord
+from .bootrecord import BootRecord
 
 
 def printed(record: BootRecord) -> list[tuple[float, str]]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .record import BootRecord, kmsg_position
+from .bootrecord import BootRecord, kmsg_position
 
 # The probe's /dev/kmsg marker once its blocking getrandom() returned (fixtures/probe.c,
 # followed by what it returned).

@@ -38,7 +38,7 @@ from benchlib.guest import boot, clear_stale, install_signal_handlers, reap_surv
 from benchlib.hosts import DEFAULT_URI, HostPool
 from benchlib.kernels import variant_kernel
 from benchlib.profiles import Needs, all_profiles, get_profile, profiles_needed, use_directory
-from benchlib.record import BootRecord
+from benchlib.bootrecord import BootRecord
 from benchlib.userkernel import KernelUnderTest, bench_kernel, user_kernel
 from benchlib.variants import CUSTOM, known_variants
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Callable, Optional, TextIO
 
-from .dryrun import minutes
+from .report import minutes
 from .eta import BootKey, Eta, Tally
 
 TEXT, JSON, QUIET = "text", "json", "quiet"

@@ -8,10 +8,11 @@ every cell, next to the boots' logs, made for reading and for machines:
 - report.json: the same figures for machines (benchlib/report_json.py).
 - junit.xml: a test case per cell and per throughput case.
 
+benchlib/forms.py writes the three (write()).
+
 run_failed() is the run's verdict, as its exit code and every headline give it."""
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import textwrap
@@ -22,9 +23,8 @@ from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
 from . import budgets, entropy_report, measure, throughput
-from .dryrun import minutes
 from .errors import BadKernel
-from .record import BootRecord
+from .bootrecord import BootRecord
 from .variants import all_milestones, load as load_variant
 
 READY = "ready (printk)"
@@ -324,6 +324,10 @@ LEGEND_ITEMS: list[tuple[str, str]] = [
      "profile with no budget: a finding (with the interrupts that came) that does not fail "
      "the run"),
 ]
+
+
+def minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
 
 
 def _fill(text: str, indent: str = "", first: str = "") -> list[str]:
@@ -664,21 +668,6 @@ def junit(cells: list[Cell], throughput_rows: Sequence[dict[str, object]] = ()
     suite.set("failures", str(failures))
     suite.set("skipped", str(skipped))
     return ET.ElementTree(suite)
-
-
-def write(outdir: Path, cells: list[Cell], meta: dict[str, object],
-          throughput_rows: Optional[list[dict[str, object]]] = None,
-          entropy_cells: Optional[list[entropy_report.EntropyCell]] = None,
-          plots: Sequence[Path] = (), notes: Sequence[str] = ()) -> str:
-    """report.txt, report.json and junit.xml in outdir; the text, to print."""
-    from .report_json import as_json      # it builds on this module's cells
-    rows = throughput_rows or []
-    said = text(cells, meta, outdir, rows, entropy_cells, plots, notes)
-    (outdir / "report.txt").write_text(said + "\n")
-    data = as_json(cells, meta, outdir, rows, entropy_cells, plots)
-    (outdir / "report.json").write_text(json.dumps(data, indent=2, allow_nan=False) + "\n")
-    junit(cells, rows).write(outdir / "junit.xml", encoding="unicode", xml_declaration=True)
-    return said
 
 
 def remove_if_empty(outdir: Path) -> bool:

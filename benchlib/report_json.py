@@ -19,7 +19,7 @@ from typing import Any, Iterable, Optional, Sequence
 
 from . import entropy_report, measure, throughput
 from .paths import REPO
-from .record import BootRecord
+from .bootrecord import BootRecord
 from .errors import BadKernel
 from .report import (BLOCKED, BOOT_DOMAIN_XML, FIRST_NONBLOCK_OK, HOST_DONE, IRQS,
                      METRIC_KEYS, READY, Cell, headline, host_labels, not_ok, not_ready, over_budget,

@@ -61,7 +61,8 @@ from .remote import DEFAULT_POOL
 from .kernels import kernel_version, variant_kernel
 from .profiles import Profile, all_profiles, get_profile, use_directory
 from .progress import QUIET, STYLES, TEXT, Progress
-from .report import Cell, not_ok, not_ready, over_budget, remove_if_empty, run_failed, write
+from .report import Cell, not_ok, not_ready, over_budget, remove_if_empty, run_failed
+from .forms import write
 from .report_json import run_meta
 from .userkernel import KernelUnderTest, user_kernel
 from .variants import load as load_variant, known_variants

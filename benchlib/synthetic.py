@@ -6,7 +6,7 @@ import struct
 from pathlib import Path
 
 from . import keyerase, throughput
-from .record import BootRecord, TaskOutput
+from .bootrecord import BootRecord, TaskOutput
 
 
 # The interrupt event as task trace lists it among the armed kprobes

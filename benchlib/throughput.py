@@ -28,7 +28,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Optional
 
-from .record import BootRecord
+from .bootrecord import BootRecord
 
 BASELINE = "stock"
 TASKS = ["throughput"]

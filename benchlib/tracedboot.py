@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 from typing import Callable, Optional
 
-from .record import BootRecord
+from .bootrecord import BootRecord
 from .variants import load
 
 # Noise lines written as fast as the UART takes them until the final milestone

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Optional
 
 from .ordering import BLOCKING_RETURNED
-from .record import BootRecord, kmsg_position
+from .bootrecord import BootRecord, kmsg_position
 from .trace import TRACE_TASK, TraceEvent, blind_spots, trace_of
 
 WAKE_EVENT = "sched_waking"

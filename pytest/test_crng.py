@@ -20,7 +20,7 @@ import pytest
 from benchlib import crngcheck, tracedboot
 from benchlib.crngstate import parse_crng_state
 from benchlib.profiles import QUIET, Needs, get_profile
-from benchlib.record import BootRecord
+from benchlib.bootrecord import BootRecord
 
 pytestmark = pytest.mark.crng
 

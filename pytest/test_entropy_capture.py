@@ -27,7 +27,7 @@ import pytest
 
 from benchlib import entropy
 from benchlib.profiles import QUIET, Needs
-from benchlib.record import BootRecord, TaskOutput
+from benchlib.bootrecord import BootRecord, TaskOutput
 
 SAMPLES = entropy.DEFAULT_SAMPLES
 # The guest stops its noise after this many seconds even if short of SAMPLES

@@ -12,7 +12,7 @@ import matplotlib.pyplot
 from benchlib import entropy, entropy_plots
 from benchlib.pngcheck import PNG_MAGIC, drawn
 from benchlib.entropy_report import EntropyCell
-from benchlib.record import BootRecord, TaskOutput
+from benchlib.bootrecord import BootRecord, TaskOutput
 
 TRACE_HEAD = "# entries-in-buffer/entries-written: {0}/{0}   #P:1"
 SAMPLES = 20_000

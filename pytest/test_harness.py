@@ -25,8 +25,8 @@ from benchlib.profiles import (PLACEHOLDERS, QEMU_NS, QUICK_CPU_READBACK, all_pr
                                get_profile, with_quick_cpu_readback, with_spare_vcpus,
                                with_tsc_frequency)
 from benchlib.synthetic import throughput_records
-from benchlib.record import (BootRecord, KmsgIncomplete, TaskOutput, parse_console, parse_data,
-                             parse_kmsg)
+from benchlib.bootrecord import BootRecord, TaskOutput
+from benchlib.record import KmsgIncomplete, parse_console, parse_data, parse_kmsg
 from benchlib import report, report_json, throughput
 from benchlib.report import (NOT_READY, VERDICT, Cell, headline, junit, not_ok, run_failed,
                              table)

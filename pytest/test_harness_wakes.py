@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from benchlib import wakes
-from benchlib.record import BootRecord, TaskOutput
+from benchlib.bootrecord import BootRecord, TaskOutput
 from benchlib.trace import parse_trace
 from test_harness import TRACE_HEAD, fake_record, trace_line
 

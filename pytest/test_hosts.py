@@ -28,7 +28,7 @@ from benchlib.errors import BenchError
 from benchlib.hosts import DEFAULT_URI, HostPool
 from benchlib.profiles import QUIET
 from benchlib.tasks import SETTLED_STAGES
-from benchlib.record import BootRecord
+from benchlib.bootrecord import BootRecord
 
 EXTRA_DAEMON = paths.REPO / "scripts" / "extra-libvirtd.sh"
 # A child run or pytest gets this long (a handful of boots, two at a time).

@@ -41,7 +41,7 @@ from benchlib.images import BadImage
 from benchlib.paths import REPO, kernel_image
 from benchlib.pngcheck import drawn
 from benchlib.profiles import get_profile
-from benchlib.record import TaskOutput
+from benchlib.bootrecord import TaskOutput
 from benchlib.trace import TraceIncomplete
 from benchlib.userkernel import KernelUnderTest
 

@@ -22,7 +22,7 @@ import pytest
 from benchlib import irqsoff
 from benchlib.errors import BenchError
 from benchlib.irqsoff import Section
-from benchlib.record import TaskOutput
+from benchlib.bootrecord import TaskOutput
 
 PROFILE = irqsoff.DEFAULT_PROFILE
 # The 2016 path hands out 4 KiB reads whole from the DRBG: the loads that show it.

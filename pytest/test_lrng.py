@@ -26,7 +26,7 @@ from benchlib import lrngcheck, milestones, tracedboot, wakes
 from benchlib.ordering import (assert_nonblock_eagain_until_ready, blocking_return_time,
                                ready_position)
 from benchlib.profiles import QUIET, Needs, get_profile
-from benchlib.record import BootRecord
+from benchlib.bootrecord import BootRecord
 
 VARIANT = "lrng"
 # The tests' trace set: the kprobes, and the function tracer from boot (every

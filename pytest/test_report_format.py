@@ -28,10 +28,10 @@ import pytest
 
 from benchlib.synthetic import ARMED_AIR
 from benchlib.pngcheck import drawn
-from benchlib import paths, report, report_html, report_json, throughput
+from benchlib import forms, paths, report, report_html, report_json, throughput
 from benchlib.entropy_report import Behind, EntropyCell
 from benchlib.synthetic import throughput_records
-from benchlib.record import BootRecord, TaskOutput
+from benchlib.bootrecord import BootRecord, TaskOutput
 from benchlib.report import Cell
 
 EMULATOR = "/usr/bin/qemu-system-x86_64"
@@ -201,7 +201,7 @@ def run(tmp_path: Path) -> dict:
     entropy_png = outdir / "entropy-tcg-icount.png"
     entropy_png.write_bytes((plots[0]).read_bytes())
     plots.append(entropy_png)
-    text = report.write(outdir, cells, meta, rows, entropy_cells, plots)
+    text = forms.write(outdir, cells, meta, rows, entropy_cells, plots)
     report_html.write(outdir, cells, meta, rows, entropy_cells, plots)
     return {"outdir": outdir, "cells": cells, "rows": rows, "meta": meta, "text": text,
             "entropy": entropy_cells, "plots": plots}
@@ -388,7 +388,7 @@ def test_throughput_over_budget_fails_the_run_everywhere(run: dict) -> None:
     assert report.run_failed(cells, slow)
 
     for rows, failed in ((run["rows"], False), (slow, True)):
-        text = report.write(outdir, cells, run["meta"], rows, run["entropy"], run["plots"])
+        text = forms.write(outdir, cells, run["meta"], rows, run["entropy"], run["plots"])
         report_html.write(outdir, cells, run["meta"], rows, run["entropy"], run["plots"])
         data = read_report(run)
         page = Page((outdir / report_html.PAGE).read_text())

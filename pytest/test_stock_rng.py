@@ -13,7 +13,7 @@ from benchlib import profiles, wakes
 from benchlib.ordering import (assert_nonblock_eagain_until_ready, blocking_return_time,
                                ready_position)
 from benchlib.profiles import Needs
-from benchlib.record import BootRecord
+from benchlib.bootrecord import BootRecord
 from benchlib.variants import CUSTOM
 
 READY = "random: crng init done"

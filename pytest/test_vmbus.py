@@ -25,7 +25,8 @@ from benchlib.kreports import reports, stalls
 from benchlib.paths import KERNEL_DIR
 from benchlib.procfs import parse_interrupts
 from benchlib.profiles import Needs, get_profile
-from benchlib.record import BootRecord, kmsg_position, messages_from, parse_data, read_text
+from benchlib.bootrecord import BootRecord, kmsg_position
+from benchlib.record import messages_from, parse_data, read_text
 from benchlib.restore import SavedGuest
 from benchlib.variants import load
 from benchlib.vmbus import (HYP_ROW, TICK_PATHS, TSC_PAGE_CLOCKSOURCE, assert_ticks_take_path,
