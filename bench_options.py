@@ -13,11 +13,11 @@ tox.ini does not name it (a plugin that cannot be imported stops pytest), the
 Makefile does (it runs pytest from the root), and conftest.py loads it wherever
 pytest is started: `pytest -k vmbus` works from the root and from pytest/, and a
 path outside the repository after a space (`--kernel /boot/X`) needs `make test`,
-`-p bench_options`, or `--kernel=/boot/X`. benchlib/plugin.py (the fixtures)
+`-p bench_options`, or `--kernel=/boot/X`. benchlib/testing/plugin.py (the fixtures)
 documents each option.
 
 Every option is checked before anything is collected, built or booted
-(benchlib/options.py, as the main job's): a bad value is a usage error (pytest's
+(benchlib/commands/options.py, as the main job's): a bad value is a usage error (pytest's
 exit status 4; `make test` exits 2) naming the option and the value, and relative
 paths are resolved against the directory pytest was started from.
 `--check-args` stops there: `make test` runs it before it builds.
@@ -30,8 +30,8 @@ from typing import Optional, Union
 
 import pytest
 
-from benchlib import options
-from benchlib.errors import BenchError
+from benchlib.commands import options
+from benchlib.core.errors import BenchError
 
 # The dests of this plugin's options: the only ones the checks read and rewrite.
 DESTS = ("kernel", "modules", "kernel_deb", "profile", "profiles_dir", "boots", "accel",
