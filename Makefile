@@ -42,24 +42,24 @@ distro-kernel: setup
 
 # The image tests' root (vm-definitions/images/debian-12-cloud.toml): a Debian 12
 # userspace built once with mmdebstrap from Debian's registry, cached under
-# build/images/roots (benchlib/images.py). `make test` builds it beside the kernels.
+# build/images/roots (benchlib/images/images.py). `make test` builds it beside the kernels.
 IMAGES ?= debian-12-cloud
 images: setup
-	@PYTHONPATH=$(CURDIR)/pytest $(PYTHON) -m benchlib.images $(IMAGES)
+	@PYTHONPATH=$(CURDIR) $(PYTHON) -m benchlib.images.images $(IMAGES)
 
 # The bench's commands run from the directory make was called from (with -C: the
 # repository), benchlib on PYTHONPATH: a relative path in RUN_ARGS, SOAK_ARGS or
 # PYTEST_ARGS is the caller's. Each command checks its arguments first
-# (benchlib/options.py), so that a bad one costs seconds, not a 35-minute build;
+# (benchlib/commands/options.py), so that a bad one costs seconds, not a 35-minute build;
 # then the build, then the boots.
-BENCH := PYTHONPATH=$(CURDIR)/pytest$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m
+BENCH := PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m
 # These build nothing: they check, print the plan, list, or use the kernels as built.
 RUN_BUILDS_NOTHING := $(filter --dry-run --no-build --list-profiles --list-images,$(RUN_ARGS))
 
 run: setup
-	$(BENCH) benchlib.run --check-only $(RUN_ARGS)
+	$(BENCH) benchlib.commands.run --check-only $(RUN_ARGS)
 	$(if $(RUN_BUILDS_NOTHING),,@$(MAKE) --no-print-directory build)
-	$(BENCH) benchlib.run --no-build $(RUN_ARGS)
+	$(BENCH) benchlib.commands.run --no-build $(RUN_ARGS)
 
 # The ini file and rootdir are pinned: an option value such as "--kernel /boot/X"
 # must not make pytest take /boot as its rootdir (and miss conftest.py); -p loads
@@ -86,9 +86,9 @@ cloud-test: build distro-kernel
 # Flake rate: every TCG profile × stock and crng, 20 boots each (about 30 minutes).
 SOAK_ARGS ?=
 soak: setup
-	$(BENCH) benchlib.soak --check-only $(SOAK_ARGS)
+	$(BENCH) benchlib.commands.soak --check-only $(SOAK_ARGS)
 	@$(MAKE) --no-print-directory build
-	$(BENCH) benchlib.soak $(SOAK_ARGS)
+	$(BENCH) benchlib.commands.soak $(SOAK_ARGS)
 
 # Debug kernels (kernel/configs/flavours/debug.config: lockdep, KASAN, ...) of every
 # variant but the test-only ones, and the test that boots them with CPU hotplug
@@ -110,16 +110,16 @@ IRQSOFF_ARGS ?=
 irqsoff-kernels: build
 	@for v in $(IRQSOFF_VARIANTS); do kernel/build.sh $$v+irqsoff || exit 1; done
 irqsoff: irqsoff-kernels
-	$(BENCH) benchlib.irqsoff $(IRQSOFF_ARGS)
+	$(BENCH) benchlib.commands.irqsoff $(IRQSOFF_ARGS)
 irqsoff-test: irqsoff-kernels
 	$(PYTEST) --irqsoff-kernels -k irqsoff $(PYTEST_ARGS)
 
-# The harness's per-boot cost against bare QEMU (benchlib/overhead.py): pairs of
+# The harness's per-boot cost against bare QEMU (benchlib/commands/overhead.py): pairs of
 # boots, same kernel, initramfs and command line; figures in results/overhead-*/.
 OVERHEAD_ARGS ?=
 overhead: setup
 	@$(MAKE) --no-print-directory kernels fixtures
-	$(BENCH) benchlib.overhead $(OVERHEAD_ARGS)
+	$(BENCH) benchlib.commands.overhead $(OVERHEAD_ARGS)
 check-patches:
 	@scripts/check-patches.sh
 

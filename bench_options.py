@@ -13,11 +13,11 @@ tox.ini does not name it (a plugin that cannot be imported stops pytest), the
 Makefile does (it runs pytest from the root), and conftest.py loads it wherever
 pytest is started: `pytest -k vmbus` works from the root and from pytest/, and a
 path outside the repository after a space (`--kernel /boot/X`) needs `make test`,
-`-p bench_options`, or `--kernel=/boot/X`. benchlib/plugin.py (the fixtures)
+`-p bench_options`, or `--kernel=/boot/X`. benchlib/testing/plugin.py (the fixtures)
 documents each option.
 
 Every option is checked before anything is collected, built or booted
-(benchlib/options.py, as the main job's): a bad value is a usage error (pytest's
+(benchlib/commands/options.py, as the main job's): a bad value is a usage error (pytest's
 exit status 4; `make test` exits 2) naming the option and the value, and relative
 paths are resolved against the directory pytest was started from.
 `--check-args` stops there: `make test` runs it before it builds.
@@ -25,17 +25,13 @@ paths are resolved against the directory pytest was started from.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Optional, Union
 
 import pytest
 
-# benchlib, for the checks: conftest.py puts it on sys.path too, but later.
-sys.path.insert(0, str(Path(__file__).resolve().parent / "pytest"))
-
-from benchlib import options  # noqa: E402
-from benchlib.errors import BenchError  # noqa: E402
+from benchlib.commands import options
+from benchlib.core.errors import BenchError
 
 # The dests of this plugin's options: the only ones the checks read and rewrite.
 DESTS = ("kernel", "modules", "kernel_deb", "profile", "profiles_dir", "boots", "accel",

@@ -3,12 +3,10 @@
 - bench_options.py: the options and their checks, wherever pytest is started
   (tox.ini cannot name it: pytest-3, or a run from pytest/, could not import it
   then; `make test` also loads it with -p; loaded once either way);
-- pytest/benchlib/plugin.py: the shared fixtures and hooks.
+- benchlib/testing/plugin.py: the shared fixtures and hooks.
+
+Both import benchlib, the package beside this file: pytest puts this folder on
+sys.path to import this conftest (its default import mode, "prepend"), and
+`python3 -m pytest` from here has it there already.
 """
-import sys
-from pathlib import Path
-
-# benchlib (pytest/benchlib) and the test modules' helpers import from pytest/.
-sys.path.insert(0, str(Path(__file__).parent / "pytest"))
-
-pytest_plugins = ("bench_options", "benchlib.plugin")
+pytest_plugins = ("bench_options", "benchlib.testing.plugin")

@@ -67,10 +67,10 @@ done
 	|| die "unknown variant '$variant': no $here/patches/$variant/series (known: $(ls "$here/patches" | tr '\n' ' '))"
 [ -f "$tarball" ] || die "kernel source '$tarball' is missing: run 'make setup' (apt-get install linux-source-6.1)"
 
-# The variant and its ancestors, the root first: benchlib/variants.py reads the
+# The variant and its ancestors, the root first: benchlib/core/variants.py reads the
 # parent files (the first name in each, comments and blank lines ignored), for
 # this script and for the harness alike, and names an unknown parent or a cycle.
-chain_names=$(PYTHONPATH="$here/../pytest" /usr/bin/python3 -m benchlib.variants chain "$variant") \
+chain_names=$(PYTHONPATH="$repo" /usr/bin/python3 -m benchlib.core.variants chain "$variant") \
 	|| die "the parents of variant '$variant' (see the line above)"
 mapfile -t chain <<<"$chain_names"
 
@@ -121,7 +121,7 @@ fi
 
 out=$build_dir/kernel/$target
 # The System.map beside the bzImage is part of the output: the crng tests' trace
-# set reads kernel data at its symbols' addresses (benchlib/guest.py).
+# set reads kernel data at its symbols' addresses (benchlib/boot/guest.py).
 if [ -f "$out/bzImage" ] && [ -f "$out/System.map" ] \
 	&& [ "$(cat "$out/fingerprint" 2>/dev/null)" = "$fingerprint" ]; then
 	step "up to date ($out/bzImage)"

@@ -1,6 +1,6 @@
 """Bad arguments are refused before anything is built or booted, in one line that
-names the option and the value, by every command: the main job (benchlib.run, as
-the Makefile runs it), the soak (benchlib.soak) and the test suite's options
+names the option and the value, by every command: the main job (benchlib.commands.run, as
+the Makefile runs it), the soak (benchlib.commands.soak) and the test suite's options
 (bench_options.py). No guest is booted here; each command runs with BUILD_DIR
 and RESULTS_DIR in a temporary folder, as on a fresh clone, and must leave both
 empty.
@@ -17,10 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from benchlib import dryrun, hosts, options, paths, run
-from benchlib.errors import BenchError
-from benchlib.kernels import BOOT_HEADER_MAGIC, BOOT_HEADER_MAGIC_OFFSET, variant_kernel
-from benchlib.profiles import get_profile
+from benchlib.commands import dryrun, options, run
+from benchlib.boot import hosts
+from benchlib.core import paths
+from benchlib.core.errors import BenchError
+from benchlib.core.kernels import BOOT_HEADER_MAGIC, BOOT_HEADER_MAGIC_OFFSET, variant_kernel
+from benchlib.core.profiles import get_profile
 
 # A refusal takes a Python start and a few file reads: well under this, even on a
 # loaded 2-core machine (measured: under a second).
@@ -68,7 +70,7 @@ def bench(module: str, args: list[str], env: dict[str, str],
     make was called from, benchlib on PYTHONPATH. Returns the result and its time."""
     started = time.monotonic()
     result = subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env={
-        **env, "PYTHONPATH": str(paths.REPO / "pytest")}, capture_output=True, text=True,
+        **env, "PYTHONPATH": str(paths.REPO)}, capture_output=True, text=True,
         timeout=DRY_RUN_WITHIN_S * 2)
     return result, time.monotonic() - started
 
@@ -95,20 +97,21 @@ def fake_bzimage(path: Path) -> Path:
     return path
 
 
-# --- benchlib.run (make run): the --check-only step before the build, and --dry-run
+# --- benchlib.commands.run (make run): the --check-only step before the build, and --dry-run
 
 @pytest.mark.parametrize("step", ["--check-only", "--dry-run"])
 @pytest.mark.parametrize("args,named", BAD_NUMBERS + BAD_URIS,
                          ids=[n for _, n in BAD_NUMBERS + BAD_URIS])
 def test_run_refuses_a_bad_value_before_building(step: str, args: list[str], named: str,
                                                  fresh: dict[str, str]) -> None:
-    result, elapsed = bench("benchlib.run", [step, *args], fresh)
+    result, elapsed = bench("benchlib.commands.run", [step, *args], fresh)
     assert_refused(result, elapsed, fresh, f"bench: {named}")
 
 
 @pytest.mark.parametrize("step", ["--check-only", "--dry-run"])
 def test_run_refuses_an_unbuilt_variant_with_no_build(step: str, fresh: dict[str, str]) -> None:
-    result, elapsed = bench("benchlib.run", [step, "--no-build", "--variant", UNBUILT], fresh)
+    result, elapsed = bench("benchlib.commands.run", [step, "--no-build", "--variant", UNBUILT],
+                            fresh)
     line = assert_refused(result, elapsed, fresh, f"--variant {UNBUILT}", "is missing")
     assert str(Path(fresh["BUILD_DIR"]) / "kernel" / UNBUILT / "bzImage") in line, line
 
@@ -119,19 +122,20 @@ def test_run_resolves_a_relative_path_against_the_callers_directory(
     there, and when it is missing, named resolved."""
     caller = (tmp_path / "caller").resolve()
     fake_bzimage(caller / "mine" / "bzImage")
-    result, elapsed = bench("benchlib.run", ["--dry-run", "--variant", "stock", "--profile",
-                                             QUIET, "--kernel", "mine/bzImage"], fresh, caller)
+    result, elapsed = bench("benchlib.commands.run", ["--dry-run", "--variant", "stock",
+                                                      "--profile", QUIET, "--kernel",
+                                                      "mine/bzImage"], fresh, caller)
     assert result.returncode == 0, result.stderr
     assert f"kernel 'custom': {caller / 'mine' / 'bzImage'}" in result.stderr, result.stderr
     assert "variants: stock custom" in result.stdout, result.stdout
     for option in ("--kernel", "--kernel-deb", "--modules", "--budget", "--profiles-dir"):
-        result, elapsed = bench("benchlib.run", ["--check-only", option, "no/such"], fresh,
+        result, elapsed = bench("benchlib.commands.run", ["--check-only", option, "no/such"], fresh,
                                 caller)
         assert_refused(result, elapsed, fresh, f"bench: {option}: ", f"'{caller}/no/such'")
 
 
 def test_run_drops_repeated_values(fresh: dict[str, str]) -> None:
-    result, _ = bench("benchlib.run", [
+    result, _ = bench("benchlib.commands.run", [
         "--dry-run", "--accel", "tcg", "--profile", QUIET, "--profile", QUIET,
         "--variant", "stock", "--variant", "stock",
         "--libvirt-uri", "qemu:///system", "--libvirt-uri", "qemu:///system"], fresh)
@@ -142,7 +146,7 @@ def test_run_drops_repeated_values(fresh: dict[str, str]) -> None:
 
 
 def test_run_dry_run_prints_the_plan_quickly_and_builds_nothing(fresh: dict[str, str]) -> None:
-    result, elapsed = bench("benchlib.run", ["--dry-run", "--cap", "60"], fresh)
+    result, elapsed = bench("benchlib.commands.run", ["--dry-run", "--cap", "60"], fresh)
     assert result.returncode == 0, result.stderr
     assert elapsed < DRY_RUN_WITHIN_S, f"--dry-run took {elapsed:.0f} s"
     out = result.stdout
@@ -159,11 +163,11 @@ def test_run_dry_run_of_one_cell_shows_its_domain(fresh: dict[str, str]) -> None
     """One profile × one variant: the plan, then the first boot's kernel command
     line and domain XML as the run would start it; nothing is left behind."""
     one_cell = ["--dry-run", "--accel", "tcg", "--profile", QUIET, "--variant", "stock"]
-    unbuilt, _ = bench("benchlib.run", one_cell, fresh)
+    unbuilt, _ = bench("benchlib.commands.run", one_cell, fresh)
     assert unbuilt.returncode == 0, unbuilt.stderr
     assert f"domain of {QUIET} × stock: not shown: " in unbuilt.stdout, unbuilt.stdout
     built = {**fresh, "BUILD_DIR": str(paths.BUILD_DIR)}
-    result, _ = bench("benchlib.run", one_cell, built)
+    result, _ = bench("benchlib.commands.run", one_cell, built)
     assert result.returncode == 0, result.stderr
     out = result.stdout
     xml = out[out.index("<domain"):]
@@ -171,7 +175,8 @@ def test_run_dry_run_of_one_cell_shows_its_domain(fresh: dict[str, str]) -> None
     assert f"<kernel>{variant_kernel('stock')}</kernel>" in xml and "</domain>" in xml, xml
     assert f"{fresh['RESULTS_DIR']}/<start time>/boots/bench-{QUIET}-stock-" in xml, xml
     assert not left_behind(fresh), left_behind(fresh)
-    two, _ = bench("benchlib.run", ["--dry-run", "--accel", "tcg", "--profile", QUIET], fresh)
+    two, _ = bench("benchlib.commands.run", ["--dry-run", "--accel", "tcg", "--profile", QUIET],
+                   fresh)
     assert two.returncode == 0 and "<domain" not in two.stdout, two.stdout
 
 
@@ -185,7 +190,7 @@ def test_run_that_cannot_reach_its_host_leaves_no_results_folder(tmp_path: Path)
                     f"opening its hosts only with a kernel to boot ({exc})")
     results = tmp_path / "results"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    result, elapsed = bench("benchlib.run", [
+    result, elapsed = bench("benchlib.commands.run", [
         "--no-build", "--variant", "stock", "--profile", QUIET, "--accel", "tcg",
         "--libvirt-uri", f"qemu+unix:///system?socket={tmp_path}/no-such.sock"],
         {**env, "RESULTS_DIR": str(results)})
@@ -195,20 +200,20 @@ def test_run_that_cannot_reach_its_host_leaves_no_results_folder(tmp_path: Path)
     assert not results.exists() or not any(results.iterdir()), list(results.iterdir())
 
 
-# --- benchlib.soak (make soak)
+# --- benchlib.commands.soak (make soak)
 
 @pytest.mark.parametrize("args,named", BAD_NUMBERS[:2] + BAD_URIS[:1],
                          ids=[n for _, n in BAD_NUMBERS[:2] + BAD_URIS[:1]])
 def test_soak_refuses_a_bad_value_before_building(args: list[str], named: str,
                                                   fresh: dict[str, str]) -> None:
-    result, elapsed = bench("benchlib.soak", ["--check-only", *args], fresh)
+    result, elapsed = bench("benchlib.commands.soak", ["--check-only", *args], fresh)
     assert_refused(result, elapsed, fresh, f"soak: {named}")
 
 
 def test_soak_refuses_an_unbuilt_variant_before_its_first_boot(fresh: dict[str, str]) -> None:
-    result, elapsed = bench("benchlib.soak", ["--variant", UNBUILT], fresh)
+    result, elapsed = bench("benchlib.commands.soak", ["--variant", UNBUILT], fresh)
     assert_refused(result, elapsed, fresh, f"soak: --variant {UNBUILT}", "is missing")
-    checked, _ = bench("benchlib.soak", ["--check-only", "--variant", UNBUILT], fresh)
+    checked, _ = bench("benchlib.commands.soak", ["--check-only", "--variant", UNBUILT], fresh)
     assert checked.returncode == 0, "before the build, a known flavour is enough: " \
                                     + checked.stderr
 
@@ -273,8 +278,10 @@ BUDGETS = "vm-definitions/budgets.toml"
 
 
 @pytest.mark.parametrize("target,variable,check,runs", [
-    ("run", "RUN_ARGS", "benchlib.run --check-only --boots 2", "benchlib.run --no-build --boots 2"),
-    ("soak", "SOAK_ARGS", "benchlib.soak --check-only --boots 2", "benchlib.soak --boots 2"),
+    ("run", "RUN_ARGS", "benchlib.commands.run --check-only --boots 2",
+     "benchlib.commands.run --no-build --boots 2"),
+    ("soak", "SOAK_ARGS", "benchlib.commands.soak --check-only --boots 2",
+     "benchlib.commands.soak --boots 2"),
     ("test", "PYTEST_ARGS", f"-p bench_options --budget {BUDGETS} --check-args --boots 2",
      f"-p bench_options --budget {BUDGETS} --boots 2"),
 ])
@@ -289,7 +296,7 @@ def test_make_checks_the_arguments_before_it_builds(target: str, variable: str, 
 def test_make_run_builds_nothing_for_a_dry_run(no_build: str) -> None:
     lines = make_plan("run", RUN_ARGS=no_build)
     assert not any("build.sh" in line or "make -s -C" in line for line in lines), lines
-    assert any(f"benchlib.run --no-build {no_build}" in line for line in lines), lines
+    assert any(f"benchlib.commands.run --no-build {no_build}" in line for line in lines), lines
 
 
 # --- the checks themselves

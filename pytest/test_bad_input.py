@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from benchlib import paths, plan
-from benchlib.errors import BadKernel, BootFailed, NeedsKvm, UnknownProfile
-from benchlib.kernels import check_bzimage
-from benchlib.profiles import QUIET, get_profile
+from benchlib.core import paths
+from benchlib.boot import plan
+from benchlib.core.errors import BadKernel, BootFailed, NeedsKvm, UnknownProfile
+from benchlib.core.kernels import check_bzimage
+from benchlib.core.profiles import QUIET, get_profile
 
 # A stalled boot is declared after this long in these tests (not the default).
 STALL_DEADLINE_S = 20
@@ -22,9 +23,9 @@ def test_unknown_profile_is_named() -> None:
 
 
 def test_run_cli_rejects_unknown_profile_in_one_line() -> None:
-    result = subprocess.run([sys.executable, "-m", "benchlib.run", "--profile", "nope",
+    result = subprocess.run([sys.executable, "-m", "benchlib.commands.run", "--profile", "nope",
                              "--no-build", "--dry-run"], capture_output=True, text=True,
-                            cwd=paths.REPO / "pytest")
+                            cwd=paths.REPO)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         f"bench: unknown profile 'nope' (known: {', '.join(sorted(p.stem for p in paths.PROFILE_DIR.glob('*.xml')))})"]

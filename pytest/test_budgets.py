@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from benchlib import budgets, measure
-from benchlib.matrix import MATRIX_PROBE_FLAGS
+from benchlib.report import budgets
+from benchlib.checks import measure
+from benchlib.commands.matrix import MATRIX_PROBE_FLAGS
 
 
 def test_ready_within_budget(budget_case, boot_guest, request, record_property) -> None:

@@ -15,9 +15,9 @@ from typing import Iterator
 
 import pytest
 
-from benchlib import paths
-from benchlib.errors import BadKernel
-from benchlib.kernels import inputs_fingerprint, variant_kernel
+from benchlib.core import paths
+from benchlib.core.errors import BadKernel
+from benchlib.core.kernels import inputs_fingerprint, variant_kernel
 
 # How long the second build is watched while the lock is held.
 HELD_S = 3

@@ -1,4 +1,4 @@
-"""The serial ports as the bench wires them (benchlib/channels.py): no hypervisor."""
+"""The serial ports as the bench wires them (benchlib/boot/channels.py): no hypervisor."""
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from benchlib.channels import FileTail, wire
-from benchlib.errors import BenchError
+from benchlib.boot.channels import FileTail, wire
+from benchlib.core.errors import BenchError
 
 # A user's profile as the bench's used to be: a pty with a log file on port 0,
 # a file on port 1, a console mirroring port 0.

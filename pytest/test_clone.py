@@ -3,7 +3,7 @@
 Every kernel under test (stock, crng, lrng, or the user's --kernel / --kernel-deb)
 boots in a profile with a VM generation ID and in one without, is saved at an early
 and at a late save point, and the saved image is restored twice
-(benchlib/clones.py). With a generation ID and a kernel that has the vmgenid
+(benchlib/commands/clones.py). With a generation ID and a kernel that has the vmgenid
 driver, the clones' reads differ from the first one on, and each clone's trace
 shows the generation ID's path and a reseed after it. Without one (or without the
 driver), the late clones repeat each other's first reads: the negative control
@@ -21,14 +21,15 @@ from typing import Callable, Optional
 
 import pytest
 
-from benchlib import clones, plan
-from benchlib.clones import EARLY, LATE, CloneCase, CloneOutcome
-from benchlib.errors import BenchError, NeedsKvm
-from benchlib.hosts import HostPool
-from benchlib.kernels import variant_kernel
-from benchlib.profiles import Profile, all_profiles, get_profile
-from benchlib.userkernel import KernelUnderTest
-from benchlib.variants import CUSTOM
+from benchlib.commands import clones
+from benchlib.boot import plan
+from benchlib.commands.clones import EARLY, LATE, CloneCase, CloneOutcome
+from benchlib.core.errors import BenchError, NeedsKvm
+from benchlib.boot.hosts import HostPool
+from benchlib.core.kernels import variant_kernel
+from benchlib.core.profiles import Profile, all_profiles, get_profile
+from benchlib.core.userkernel import KernelUnderTest
+from benchlib.core.variants import CUSTOM
 
 def _quiet_tcg(profile: Profile) -> bool:
     caps = profile.caps

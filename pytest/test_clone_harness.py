@@ -8,11 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from benchlib import clones, plan, report, report_html, report_json, restore
-from benchlib.clones import CloneOutcome, clone_view
-from benchlib.guest import running_bench_domains
-from benchlib.profiles import QUIET, get_profile
-from benchlib.report import Cell
+from benchlib.commands import clones
+from benchlib.boot import plan, restore
+from benchlib.report import report, report_html, report_json
+from benchlib.commands.clones import CloneOutcome, clone_view
+from benchlib.boot.guest import running_bench_domains
+from benchlib.core.profiles import QUIET, get_profile
+from benchlib.report.report import Cell
 
 KMSG = ("@@BEGIN kmsg\n@@KMSG seq=0 t=0.000000 level=6 text=Linux version 6.1\n"
         "@@KMSG seq=1 t=5.000000 level=7 text=bench: clone save\n"
@@ -122,7 +124,7 @@ def test_clone_harness_report_has_the_clone_safe_column(tmp_path: Path) -> None:
 
 
 def test_clone_harness_clone_summary_fits_the_report_schema(tmp_path: Path) -> None:
-    """A clone case's summary, as benchlib/clones.py makes it, in report.json: the
+    """A clone case's summary, as benchlib/commands/clones.py makes it, in report.json: the
     schema knows its keys, its clones are a list, their logs relative paths."""
     found = outcome(tmp_path, blocks("a"), blocks("b"))
     cells = [Cell("tcg-quiet", "stock", clone_safe=found.verdict(), clone=found.summary())]

@@ -17,10 +17,11 @@ from typing import Optional
 
 import pytest
 
-from benchlib import crngcheck, tracedboot
-from benchlib.crngstate import parse_crng_state
-from benchlib.profiles import QUIET, Needs, get_profile
-from benchlib.record import BootRecord
+from benchlib.checks import crngcheck
+from benchlib.testing import tracedboot
+from benchlib.checks.crngstate import parse_crng_state
+from benchlib.core.profiles import QUIET, Needs, get_profile
+from benchlib.core.bootrecord import BootRecord
 
 pytestmark = pytest.mark.crng
 

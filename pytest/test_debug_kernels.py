@@ -17,9 +17,9 @@ import re
 
 import pytest
 
-from benchlib.kreports import missing_banners, reports
-from benchlib.profiles import Needs
-from benchlib.variants import known_variants
+from benchlib.boot.kreports import missing_banners, reports
+from benchlib.core.profiles import Needs
+from benchlib.core.variants import known_variants
 
 # virtio-rng makes every variant ready at once: the readers read, never wait.
 PROFILE = Needs(virtio_rng=True, hyperv=False, numa_nodes=1).one()

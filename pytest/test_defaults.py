@@ -1,6 +1,6 @@
-"""Facts with one home: the boots' defaults (benchlib/defaults.py), the fatal
-kernel reports (benchlib/kreports.py), the variants' parent files
-(benchlib/variants.py). No hypervisor needed."""
+"""Facts with one home: the boots' defaults (benchlib/core/defaults.py), the fatal
+kernel reports (benchlib/boot/kreports.py), the variants' parent files
+(benchlib/core/variants.py). No hypervisor needed."""
 from __future__ import annotations
 
 import re
@@ -12,16 +12,17 @@ from typing import Callable, Iterator
 
 import pytest
 
-from benchlib import paths, plan, variants
-from benchlib.errors import BadKernel
-from benchlib.defaults import GUEST_PARAMS
-from benchlib.guest import CLOSING_TASKS
-from benchlib.tasks import TASKS, needs
-from benchlib.kreports import FATAL_STARTS
-from benchlib.options import shared_options
-from benchlib.profiles import get_profile
+from benchlib.core import paths, variants
+from benchlib.boot import plan
+from benchlib.core.errors import BadKernel
+from benchlib.core.defaults import GUEST_PARAMS
+from benchlib.boot.guest import CLOSING_TASKS
+from benchlib.core.tasks import TASKS, needs
+from benchlib.boot.kreports import FATAL_STARTS
+from benchlib.commands.options import shared_options
+from benchlib.core.profiles import get_profile
 
-BENCHLIB = paths.REPO / "pytest" / "benchlib"
+BENCHLIB = paths.REPO / "benchlib"
 
 
 def init_fallbacks() -> dict[str, str]:
@@ -35,7 +36,7 @@ def test_defaults_the_init_falls_back_to_the_hosts_defaults(name: str) -> None:
     fallback = init_fallbacks().get(name)
     assert fallback is not None, f"fixtures/init reads no bench.{name}"
     assert float(fallback) == GUEST_PARAMS[name], (
-        f"fixtures/init falls back to bench.{name}={fallback}, benchlib/defaults.py says "
+        f"fixtures/init falls back to bench.{name}={fallback}, benchlib/core/defaults.py says "
         f"{GUEST_PARAMS[name]:g}")
 
 
@@ -48,10 +49,10 @@ def test_defaults_every_cap_a_boot_obeys_is_on_its_command_line() -> None:
 
 
 def test_defaults_fatal_reports_are_written_in_kreports_only() -> None:
-    written = [(path.name, words) for path in sorted(BENCHLIB.glob("*.py"))
+    written = [(path.name, words) for path in sorted(BENCHLIB.rglob("*.py"))
                if path.name != "kreports.py"
                for words in FATAL_STARTS if words.strip() in path.read_text()]
-    assert not written, f"fatal report words outside benchlib/kreports.py: {written}"
+    assert not written, f"fatal report words outside benchlib/boot/kreports.py: {written}"
 
 
 @pytest.fixture
@@ -80,7 +81,7 @@ def build_sh_chain_error(variant: str) -> str:
 
 
 def test_defaults_parent_files_have_one_reader(scratch_variants) -> None:
-    """kernel/build.sh takes a variant's ancestors from benchlib/variants.py: a
+    """kernel/build.sh takes a variant's ancestors from benchlib/core/variants.py: a
     parent file with comments is read alike, and a cycle is an error in both."""
     commented = scratch_variants("commented", "# builds on the RFC CRNG\n\ncrng  # its tree\n")
     assert variants.chain(commented) == ["crng", commented]
@@ -104,13 +105,13 @@ OWN_MEANING = {
 
 def test_defaults_shared_options_are_declared_in_options_only() -> None:
     """The options the main job, the soak and the tests share get their defaults
-    from benchlib/options.py alone: no command declares one of them itself."""
-    sources = [*sorted(BENCHLIB.glob("*.py")), paths.REPO / "bench_options.py"]
+    from benchlib/commands/options.py alone: no command declares one of them itself."""
+    sources = [*sorted(BENCHLIB.rglob("*.py")), paths.REPO / "bench_options.py"]
     declared = [(path.name, name) for path in sources for name in shared_options()
                 if (path.name, name) not in OWN_MEANING
                 and re.search(rf"(add_argument|addoption)\(\s*\"{re.escape(name)}\"",
                               path.read_text())]
-    assert not declared, f"shared options declared outside benchlib/options.py: {declared}"
+    assert not declared, f"shared options declared outside benchlib/commands/options.py: {declared}"
 
 
 def test_defaults_the_init_runs_the_closing_tasks_the_host_names() -> None:

@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from benchlib import kconfig, paths
-from benchlib.errors import BadKernel, BootFailed
-from benchlib.modules import (GUEST_LOAD_ORDER, GUEST_MODULE_DIR, MODULES_TASK, ModuleTree,
-                              segment)
-from benchlib.procfs import parse_interrupts
-from benchlib.profiles import Needs, get_profile
-from benchlib.userkernel import user_kernel
-from benchlib.vmbus import HYP_ROW, TSC_PAGE_CLOCKSOURCE, current_clocksource
+from benchlib.core import kconfig, paths
+from benchlib.core.errors import BadKernel, BootFailed
+from benchlib.core.modules import (GUEST_LOAD_ORDER, GUEST_MODULE_DIR, MODULES_TASK, ModuleTree,
+                                   segment)
+from benchlib.checks.procfs import parse_interrupts
+from benchlib.core.profiles import Needs, get_profile
+from benchlib.core.userkernel import user_kernel
+from benchlib.checks.vmbus import HYP_ROW, TSC_PAGE_CLOCKSOURCE, current_clocksource
 
 # A profile of each kind the distro kernel's modules must serve: virtio-rng, the
 # Azure-like Hyper-V guest (direct-mode timers, the TSC page), PS/2 input.
@@ -69,7 +69,7 @@ def test_distro_kernel_without_option_is_a_skip_naming_it(boot_guest, cloud_kern
                                                if k != "CONFIG_KPROBE_EVENTS"})
     with pytest.raises(pytest.skip.Exception, match="lacks CONFIG_KPROBE_EVENTS"):
         boot_guest(VIRTIO_PROFILE, tasks=["probe"], trace="stock", under_test=no_kprobes)
-    # A task's own options (benchlib/tasks.py): the vCPU hot-add needs ACPI's.
+    # A task's own options (benchlib/core/tasks.py): the vCPU hot-add needs ACPI's.
     no_hotadd = replace(cloud_kernel, config={k: v for k, v in cloud_kernel.config.items()
                                               if k != "CONFIG_ACPI_HOTPLUG_CPU"})
     with pytest.raises(pytest.skip.Exception, match="lacks CONFIG_ACPI_HOTPLUG_CPU"):

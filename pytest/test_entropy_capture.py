@@ -4,7 +4,7 @@ Each boot runs task `entropy_capture` (fixtures/init, fixtures/irqcap.c): a kpro
 add_interrupt_randomness clocked by the raw cycle counter, serial noise until
 100,000 deltas are in, the stamps base64-encoded on the data channel. The host
 stores samples.bin / stamps.u64 / irqs.u32 beside the boot's logs and runs
-tools/ea/ea-noniid on samples.bin (benchlib/entropy.py).
+tools/ea/ea-noniid on samples.bin (benchlib/report/entropy.py).
 
 - the capture works, with the sample count reached, in every TCG profile (the
   deterministic one too) and in the interrupt-only Hyper-V profile;
@@ -25,9 +25,9 @@ from typing import Callable, Iterator, Optional
 
 import pytest
 
-from benchlib import entropy
-from benchlib.profiles import QUIET, Needs
-from benchlib.record import BootRecord, TaskOutput
+from benchlib.report import entropy
+from benchlib.core.profiles import QUIET, Needs
+from benchlib.core.bootrecord import BootRecord, TaskOutput
 
 SAMPLES = entropy.DEFAULT_SAMPLES
 # The guest stops its noise after this many seconds even if short of SAMPLES

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import matplotlib.pyplot
 
-from benchlib import entropy, entropy_plots
-from benchlib.pngcheck import PNG_MAGIC, drawn
-from benchlib.entropy_report import EntropyCell
-from benchlib.record import BootRecord, TaskOutput
+from benchlib.report import entropy, entropy_plots
+from benchlib.report.pngcheck import PNG_MAGIC, drawn
+from benchlib.report.entropy_report import EntropyCell
+from benchlib.core.bootrecord import BootRecord, TaskOutput
 
 TRACE_HEAD = "# entries-in-buffer/entries-written: {0}/{0}   #P:1"
 SAMPLES = 20_000

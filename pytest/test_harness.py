@@ -12,27 +12,29 @@ from pathlib import Path
 
 import pytest
 
-from benchlib.synthetic import ARMED_AIR
-from benchlib.stages import boot_stages
-from benchlib.credit import check_credit_rule, expected_credit, parse_hist, stock_spill_credit
-from benchlib import paths, plan
-from benchlib.errors import BenchError
-from benchlib.guest import TASK_SLACK_S, trace_cmdline
-from benchlib.paths import PROFILE_DIR
-from benchlib.libvirtconn import host_tsc_hz
-from benchlib.errors import BadProfile
-from benchlib.profiles import (PLACEHOLDERS, QEMU_NS, QUICK_CPU_READBACK, all_profiles,
-                               get_profile, with_quick_cpu_readback, with_spare_vcpus,
-                               with_tsc_frequency)
-from benchlib.synthetic import throughput_records
-from benchlib.record import (BootRecord, KmsgIncomplete, TaskOutput, parse_console, parse_data,
-                             parse_kmsg)
-from benchlib import report, report_json, throughput
-from benchlib.report import (NOT_READY, VERDICT, Cell, headline, junit, not_ok, run_failed,
-                             table)
-from benchlib import crngcheck
-from benchlib.spills import Spill, credited_bits, spills, unknown_credits
-from benchlib.trace import TraceIncomplete, parse_trace
+from benchlib.testing.synthetic import ARMED_AIR
+from benchlib.boot.stages import boot_stages
+from benchlib.checks.credit import (check_credit_rule, expected_credit, parse_hist,
+                                    stock_spill_credit)
+from benchlib.core import paths
+from benchlib.boot import plan
+from benchlib.core.errors import BenchError
+from benchlib.boot.guest import TASK_SLACK_S, trace_cmdline
+from benchlib.core.paths import PROFILE_DIR
+from benchlib.boot.libvirtconn import host_tsc_hz
+from benchlib.core.errors import BadProfile
+from benchlib.core.profiles import (PLACEHOLDERS, QEMU_NS, QUICK_CPU_READBACK, all_profiles,
+                                    get_profile, with_quick_cpu_readback, with_spare_vcpus,
+                                    with_tsc_frequency)
+from benchlib.testing.synthetic import throughput_records
+from benchlib.core.bootrecord import BootRecord, TaskOutput
+from benchlib.boot.record import KmsgIncomplete, parse_console, parse_data, parse_kmsg
+from benchlib.report import report, report_json, throughput
+from benchlib.report.report import (NOT_READY, VERDICT, Cell, headline, junit, not_ok, run_failed,
+                                    table)
+from benchlib.checks import crngcheck
+from benchlib.checks.spills import Spill, credited_bits, spills, unknown_credits
+from benchlib.checks.trace import TraceIncomplete, parse_trace
 
 DUMMY = {key: f"/tmp/{key}" for key in PLACEHOLDERS} | {"name": "x", "domain_type": "qemu"}
 
@@ -400,7 +402,7 @@ def test_harness_never_ready_is_a_finding_only_without_a_budget(tmp_path: Path,
 
 def test_harness_report_json_fits_its_schema(tmp_path: Path) -> None:
     """report.json of a run that booted nothing: cells of fake boots with every verdict
-    above, a skipped cell and a failed boot, its meta as benchlib.run fills it. Needs
+    above, a skipped cell and a failed boot, its meta as benchlib.commands.run fills it. Needs
     Debian's python3-jsonschema (scripts/setup.sh)."""
     try:
         import jsonschema

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import pytest
 
-from benchlib.credit import check_lrng_credit, window_hist
-from benchlib.lrngcheck import (NODEREAD_BYTES, assert_each_entry_credited_or_stuck,
-                                assert_output_from_chacha20, assert_reads_served_by_own_node,
-                                interrupts_used, seedings, windows)
-from benchlib.synthetic import lrngnoderead_record
-from benchlib.trace import TraceIncomplete, kprobe_misses, parse_trace
+from benchlib.checks.credit import check_lrng_credit, window_hist
+from benchlib.checks.lrngcheck import (NODEREAD_BYTES, assert_each_entry_credited_or_stuck,
+                                       assert_output_from_chacha20, assert_reads_served_by_own_node,
+                                       interrupts_used, seedings, windows)
+from benchlib.testing.synthetic import lrngnoderead_record
+from benchlib.checks.trace import TraceIncomplete, kprobe_misses, parse_trace
 from test_harness import TRACE_HEAD, function_line, trace_line
 
 

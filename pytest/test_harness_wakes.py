@@ -1,4 +1,4 @@
-"""Harness self-tests of blocking checked from above (benchlib/wakes.py): the trace's
+"""Harness self-tests of blocking checked from above (benchlib/checks/wakes.py): the trace's
 wakes with their stacks, and the orders the checks read. No hypervisor needed."""
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from benchlib import wakes
-from benchlib.record import BootRecord, TaskOutput
-from benchlib.trace import parse_trace
+from benchlib.checks import wakes
+from benchlib.core.bootrecord import BootRecord, TaskOutput
+from benchlib.checks.trace import parse_trace
 from test_harness import TRACE_HEAD, fake_record, trace_line
 
 READY = "random: crng init done"

@@ -23,12 +23,14 @@ from unittest import mock
 
 import pytest
 
-from benchlib import hosts, libvirtconn, paths, report
-from benchlib.errors import BenchError
-from benchlib.hosts import DEFAULT_URI, HostPool
-from benchlib.profiles import QUIET
-from benchlib.tasks import SETTLED_STAGES
-from benchlib.record import BootRecord
+from benchlib.boot import hosts, libvirtconn
+from benchlib.core import paths
+from benchlib.report import report
+from benchlib.core.errors import BenchError
+from benchlib.boot.hosts import DEFAULT_URI, HostPool
+from benchlib.core.profiles import QUIET
+from benchlib.core.tasks import SETTLED_STAGES
+from benchlib.core.bootrecord import BootRecord
 
 EXTRA_DAEMON = paths.REPO / "scripts" / "extra-libvirtd.sh"
 # A child run or pytest gets this long (a handful of boots, two at a time).
@@ -65,10 +67,10 @@ def matrix_report(uris: list[str], tmp: Path) -> dict:
     budgets = tmp / "budgets.toml"
     budgets.write_text(BUDGETS)
     results = tmp / "results"
-    args = ["-m", "benchlib.run", *MATRIX, "--budget", str(budgets)]
+    args = ["-m", "benchlib.commands.run", *MATRIX, "--budget", str(budgets)]
     for uri in uris:
         args += ["--libvirt-uri", uri]
-    result = child(args, results, paths.REPO / "pytest")
+    result = child(args, results, paths.REPO)
     reports = sorted(results.glob("*/report.json"))
     assert reports, f"no report: {result.stdout[-2000:]}{result.stderr[-2000:]}"
     found = json.loads(reports[-1].read_text())

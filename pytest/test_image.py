@@ -1,12 +1,12 @@
 """An image's first boot: a real Debian 12 userspace (systemd, sshd with first-boot
 host keys, systemd-random-seed) booted on the kernel under test, timed from outside
-its userspace (benchlib/firstboot.py): who waited for randomness, from when, for
+its userspace (benchlib/images/firstboot.py): who waited for randomness, from when, for
 how long, through which call, against the RNG's ready milestone and systemd's own
 time stamps.
 
 The image is built once from Debian's registry (vm-definitions/images/
-debian-12-cloud.toml, benchlib/images.py) and cached. The cases boot at once, on
-the first test that needs one (benchlib/imageboot.py):
+debian-12-cloud.toml, benchlib/images/images.py) and cached. The cases boot at once, on
+the first test that needs one (benchlib/images/imageboot.py):
 
   controls  a quiet TCG profile, with the two controls in the image: an early
             blocking getrandom() and a GRND_NONBLOCK loop (fixtures/grcontrol.c)
@@ -31,19 +31,21 @@ from xml.etree import ElementTree as ET
 
 import pytest
 
-from benchlib import image_report, imageboot, images, plan
-from benchlib.errors import NeedsKvm
-from benchlib.firstboot import (CONTROL_BLOCK, CONTROL_NONBLOCK, GRND_NONBLOCK, SEED_COMM,
-                                FirstBoot, blocking_call, seed_fed)
-from benchlib.hosts import HostPool
-from benchlib.imageboot import ImageCase, ImageOutcome
-from benchlib.images import BadImage
-from benchlib.paths import REPO, kernel_image
-from benchlib.pngcheck import drawn
-from benchlib.profiles import get_profile
-from benchlib.record import TaskOutput
-from benchlib.trace import TraceIncomplete
-from benchlib.userkernel import KernelUnderTest
+from benchlib.report import image_report
+from benchlib.images import imageboot, images
+from benchlib.boot import plan
+from benchlib.core.errors import NeedsKvm
+from benchlib.images.firstboot import (CONTROL_BLOCK, CONTROL_NONBLOCK, GRND_NONBLOCK, SEED_COMM,
+                                       FirstBoot, blocking_call, seed_fed)
+from benchlib.boot.hosts import HostPool
+from benchlib.images.imageboot import ImageCase, ImageOutcome
+from benchlib.images.images import BadImage
+from benchlib.core.paths import REPO, kernel_image
+from benchlib.report.pngcheck import drawn
+from benchlib.core.profiles import get_profile
+from benchlib.core.bootrecord import TaskOutput
+from benchlib.checks.trace import TraceIncomplete
+from benchlib.core.userkernel import KernelUnderTest
 
 IMAGE = "debian-12-cloud"
 QUIET, VIRTIO = "tcg-quiet", "tcg-virtio-rng"
@@ -327,9 +329,9 @@ def _recipe(tmp_path: Path, **keys: object) -> Path:
 def test_image_unknown_name_is_a_one_line_error() -> None:
     with pytest.raises(BadImage, match=r"unknown image 'no-such-image' \(known: debian-12-cloud"):
         images.load("no-such-image")
-    done = subprocess.run([sys.executable, "-m", "benchlib.run", "--check-only", "--image",
+    done = subprocess.run([sys.executable, "-m", "benchlib.commands.run", "--check-only", "--image",
                            "no-such-image"], cwd=REPO, capture_output=True, text=True,
-                          env={"PYTHONPATH": str(REPO / "pytest")})
+                          env={"PYTHONPATH": str(REPO)})
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "no-such-image" in done.stderr
 
@@ -366,7 +368,7 @@ def test_image_kernel_that_cannot_boot_systemd_is_refused(
 
 def test_image_report_names_every_blocked_task_in_each_format(image_outcome: Outcomes,
                                                               tmp_path: Path) -> None:
-    """make run --image's report (benchlib/image_report.py) on a real first boot: the
+    """make run --image's report (benchlib/report/image_report.py) on a real first boot: the
     text (at most WIDTH columns), the JSON, JUnit and HTML with its timeline plots."""
     outcome = image_outcome(FIRST)
     boot = first_of(outcome)

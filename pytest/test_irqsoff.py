@@ -2,7 +2,7 @@
 
 Each kernel is its variant's irqsoff build (kernel/configs/flavours/irqsoff.config)
 booted with the kernel's irqsoff tracer running; task "irqsoff" reads the longest
-section with interrupts off while the RNG works (benchlib/irqsoff.py). The 2016
+section with interrupts off while the RNG works (benchlib/commands/irqsoff.py). The 2016
 LRNG generated every byte with an HMAC-DRBG under a spinlock with interrupts off;
 lrng.drbg_output=1 keeps that path, and is the control: the same check must find
 it over ORDER_OF_MAGNITUDE times stock, or the check could not see what it
@@ -19,10 +19,10 @@ from typing import Callable
 
 import pytest
 
-from benchlib import irqsoff
-from benchlib.errors import BenchError
-from benchlib.irqsoff import Section
-from benchlib.record import TaskOutput
+from benchlib.commands import irqsoff
+from benchlib.core.errors import BenchError
+from benchlib.commands.irqsoff import Section
+from benchlib.core.bootrecord import TaskOutput
 
 PROFILE = irqsoff.DEFAULT_PROFILE
 # The 2016 path hands out 4 KiB reads whole from the DRBG: the loads that show it.

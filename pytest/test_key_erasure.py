@@ -5,7 +5,7 @@ as long as user space likes (here: a page only userfaultfd fills). Its kernel
 stack must not keep a key the CPU held meanwhile: block 0 under that key is the
 CPU's next key. 6.1 overwrites its state's key words before the first copy; the
 guest (fixtures/keyerase.c) takes the reader's stack with kprobes while it
-sleeps, and benchlib/keyerase.py looks on it for every key the trace saw erased.
+sleeps, and benchlib/checks/keyerase.py looks on it for every key the trace saw erased.
 
 test-lrng-keyleak is the negative control: the lrng series without its key
 erasure before the copy (the code of lrng 0008-0018), which must be seen leaking.
@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import pytest
 
-from benchlib import keyerase, synthetic
+from benchlib.checks import keyerase
+from benchlib.testing import synthetic
 
 # Ready at once in every variant: nothing blocks, the read is served by the
 # generator in its steady state.

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from benchlib import paths
-from benchlib.guest import running_bench_domains
-from benchlib.hosts import HostPool
-from benchlib.profiles import QUIET
+from benchlib.core import paths
+from benchlib.boot.guest import running_bench_domains
+from benchlib.boot.hosts import HostPool
+from benchlib.core.profiles import QUIET
 
 # How long a run may take to create its first domain, and to exit once signalled.
 START_WAIT_S = 120
@@ -32,9 +32,9 @@ def first_boot_dir(results: Path) -> Path | None:
 def test_lifecycle_killed_run_leaves_no_guest(sig: signal.Signals, libvirt_conn,
                                               tmp_path: Path) -> None:
     run = subprocess.Popen(
-        [sys.executable, "-m", "benchlib.run", "--no-build", "--no-throughput", "--accel", "tcg",
-         "--profile", QUIET.one(), "--variant", "stock", "--boots", "1"],
-        cwd=paths.REPO / "pytest", env={**os.environ, "RESULTS_DIR": str(tmp_path)},
+        [sys.executable, "-m", "benchlib.commands.run", "--no-build", "--no-throughput", "--accel",
+         "tcg", "--profile", QUIET.one(), "--variant", "stock", "--boots", "1"],
+        cwd=paths.REPO, env={**os.environ, "RESULTS_DIR": str(tmp_path)},
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + START_WAIT_S

@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import pytest
 
-from benchlib import lrngcheck, milestones, tracedboot, wakes
-from benchlib.ordering import (assert_nonblock_eagain_until_ready, blocking_return_time,
-                               ready_position)
-from benchlib.profiles import QUIET, Needs, get_profile
-from benchlib.record import BootRecord
+from benchlib.checks import lrngcheck, milestones, wakes
+from benchlib.testing import tracedboot
+from benchlib.checks.ordering import (assert_nonblock_eagain_until_ready, blocking_return_time,
+                                      ready_position)
+from benchlib.core.profiles import QUIET, Needs, get_profile
+from benchlib.core.bootrecord import BootRecord
 
 VARIANT = "lrng"
 # The tests' trace set: the kprobes, and the function tracer from boot (every

@@ -1,7 +1,7 @@
 """Packed dumps on the data channel: no hypervisor needed.
 
 The guest sends its kprobe trace gzip'd and base64'd (fixtures/init and the image's
-collector, packed()); benchlib/record.py puts the lines back. These run the guest's
+collector, packed()); benchlib/boot/record.py puts the lines back. These run the guest's
 own shell function on the host, with the busybox the initramfs is built from and
 with bash for the image's collector, and parse what it printed.
 """
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from benchlib.paths import REPO
-from benchlib.record import PACKED_CORRUPT, ChannelCorrupt, parse_data
+from benchlib.core.paths import REPO
+from benchlib.boot.record import PACKED_CORRUPT, ChannelCorrupt, parse_data
 
 INIT, COLLECT = REPO / "fixtures" / "init", REPO / "fixtures" / "image" / "collect"
 BUSYBOX = Path("/bin/busybox")      # fixtures/Makefile's BUSYBOX

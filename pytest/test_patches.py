@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from benchlib import paths
+from benchlib.core import paths
 
 PATCHES = sorted(paths.KERNEL_DIR.glob("patches/*/*.patch"))
 SERIES = sorted(paths.KERNEL_DIR.glob("patches/*/series")) + [paths.QEMU_SERIES]

@@ -1,4 +1,4 @@
-"""The profile options of the main job (benchlib.run): --list-profiles says which
+"""The profile options of the main job (benchlib.commands.run): --list-profiles says which
 profiles run on this host and why the others do not; --profiles-dir reads a user's
 own profiles, checked against the templating rules at load. No guest is booted."""
 from __future__ import annotations
@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from benchlib import guest, paths, profiles, run
-from benchlib.errors import BadProfile
+from benchlib.boot import guest
+from benchlib.core import paths, profiles
+from benchlib.commands import run
+from benchlib.core.errors import BadProfile
 
 QUIET = "tcg-quiet"
 

@@ -1,5 +1,5 @@
-"""The main job's progress (benchlib/progress.py) and its time estimate
-(benchlib/eta.py): which boots a boot still to run is costed from, the boots run
+"""The main job's progress (benchlib/commands/progress.py) and its time estimate
+(benchlib/commands/eta.py): which boots a boot still to run is costed from, the boots run
 at once, no estimate before a boot finished; --quiet and --progress as the
 command line gives them, and the JSON lines. Pure Python: no guest is booted.
 """
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from benchlib import matrix as boot_matrix, run
-from benchlib.eta import BootKey, Eta
-from benchlib.progress import JSON, QUIET, TEXT, BootLabel, Progress
-from benchlib.report import Cell
+from benchlib.commands import matrix as boot_matrix, run
+from benchlib.commands.eta import BootKey, Eta
+from benchlib.commands.progress import JSON, QUIET, TEXT, BootLabel, Progress
+from benchlib.report.report import Cell
 import test_arguments
 from test_arguments import QUIET as QUIET_PROFILE, assert_refused, bench, fake_bzimage
 
@@ -174,7 +174,7 @@ def test_progress_options_parse(argv: list[str], style: str) -> None:
 ], ids=["xml", "yes", "quiet-and-json"])
 def test_progress_options_refuse_bad_values(argv: list[str], named: list[str],
                                             fresh: dict[str, str]) -> None:
-    result, elapsed = bench("benchlib.run", ["--check-only", *argv], fresh)
+    result, elapsed = bench("benchlib.commands.run", ["--check-only", *argv], fresh)
     assert_refused(result, elapsed, fresh, "bench: ", *named)
 
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from benchlib import paths
-from benchlib.errors import BadProfile
-from benchlib.profiles import Needs
+from benchlib.core import paths
+from benchlib.core.errors import BadProfile
+from benchlib.core.profiles import Needs
 
 # A child that only collects is quick; one that boots a guest gets this long.
 CHILD_TIMEOUT_S = 600

@@ -2,7 +2,7 @@
 no hypervisor, no boot. Three variants in three profiles with every kind of
 figure a cell can show (shared hosts, a capped final milestone, a clone verdict,
 failed and over-budget cells, two hosts), written into a folder of its own with
-the boots' log files, as benchlib.run writes it:
+the boots' log files, as benchlib.commands.run writes it:
 
 - report.txt fits a terminal (report.TEXT_WIDTH columns) and keeps every figure;
 - report.json fits report.schema.json, has snake_case keys only, numbers as
@@ -26,13 +26,14 @@ from pathlib import Path
 
 import pytest
 
-from benchlib.synthetic import ARMED_AIR
-from benchlib.pngcheck import drawn
-from benchlib import paths, report, report_html, report_json, throughput
-from benchlib.entropy_report import Behind, EntropyCell
-from benchlib.synthetic import throughput_records
-from benchlib.record import BootRecord, TaskOutput
-from benchlib.report import Cell
+from benchlib.testing.synthetic import ARMED_AIR
+from benchlib.report.pngcheck import drawn
+from benchlib.report import forms, report, report_html, report_json, throughput
+from benchlib.core import paths
+from benchlib.report.entropy_report import Behind, EntropyCell
+from benchlib.testing.synthetic import throughput_records
+from benchlib.core.bootrecord import BootRecord, TaskOutput
+from benchlib.report.report import Cell
 
 EMULATOR = "/usr/bin/qemu-system-x86_64"
 HOSTS = ["qemu:///system",
@@ -99,7 +100,7 @@ CLONE_LOGS = ("clones/bench-tcg-quiet-stock-clone-late-1/clone-a",
 
 
 def clone_summary(outdir: Path) -> dict[str, object]:
-    """A clone case's summary as benchlib/clones.py gives it (test_clone_harness
+    """A clone case's summary as benchlib/commands/clones.py gives it (test_clone_harness
     checks the real one against the schema)."""
     views = {}
     for folder in CLONE_LOGS:
@@ -171,7 +172,7 @@ def throughput_rows(crng_mb_s: list[float]) -> list[dict[str, object]]:
 
 
 def meta_of(cells: list[Cell]) -> dict[str, object]:
-    """report.json's meta block as benchlib.run fills it."""
+    """report.json's meta block as benchlib.commands.run fills it."""
     return {**report_json.run_meta(["--boots", "3"], cells),
             "kernels": [{"variant": v, "image": f"/build/kernel/{v}/bzImage",
                          "version": "6.1.192 (root@vm) #1 SMP Sat Dec  5 03:27:49 UTC 2026"}
@@ -189,7 +190,7 @@ def meta_of(cells: list[Cell]) -> dict[str, object]:
 
 @pytest.fixture
 def run(tmp_path: Path) -> dict:
-    """A synthetic run written as benchlib.run writes it: plots, then report.txt,
+    """A synthetic run written as benchlib.commands.run writes it: plots, then report.txt,
     report.json and junit.xml, then report.html."""
     outdir = tmp_path / "20261205-034719"
     outdir.mkdir()
@@ -201,7 +202,7 @@ def run(tmp_path: Path) -> dict:
     entropy_png = outdir / "entropy-tcg-icount.png"
     entropy_png.write_bytes((plots[0]).read_bytes())
     plots.append(entropy_png)
-    text = report.write(outdir, cells, meta, rows, entropy_cells, plots)
+    text = forms.write(outdir, cells, meta, rows, entropy_cells, plots)
     report_html.write(outdir, cells, meta, rows, entropy_cells, plots)
     return {"outdir": outdir, "cells": cells, "rows": rows, "meta": meta, "text": text,
             "entropy": entropy_cells, "plots": plots}
@@ -306,7 +307,7 @@ def test_report_json_meta_names_the_run(run: dict) -> None:
                           capture_output=True, text=True)
     assert meta["git_commit"] == (head.stdout.strip() if head.returncode == 0 else None)
     assert datetime.fromisoformat(meta["date"]).tzinfo is not None
-    assert meta["command"][-3:] == ["benchlib.run", "--boots", "3"]
+    assert meta["command"][-3:] == ["benchlib.commands.run", "--boots", "3"]
     (qemu,) = meta["qemu"]
     assert qemu["emulator"] == EMULATOR and qemu["version"].startswith("QEMU emulator version")
     assert qemu["profiles"] == PROFILES
@@ -388,7 +389,7 @@ def test_throughput_over_budget_fails_the_run_everywhere(run: dict) -> None:
     assert report.run_failed(cells, slow)
 
     for rows, failed in ((run["rows"], False), (slow, True)):
-        text = report.write(outdir, cells, run["meta"], rows, run["entropy"], run["plots"])
+        text = forms.write(outdir, cells, run["meta"], rows, run["entropy"], run["plots"])
         report_html.write(outdir, cells, run["meta"], rows, run["entropy"], run["plots"])
         data = read_report(run)
         page = Page((outdir / report_html.PAGE).read_text())

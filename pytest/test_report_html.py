@@ -1,4 +1,4 @@
-"""report.html renders in a real browser: the main job (benchlib.run, two boots of
+"""report.html renders in a real browser: the main job (benchlib.commands.run, two boots of
 the stock kernel in one profile, with a time-to-ready budget) writes the page, and
 Debian's Chromium, headless through chromedriver (python3-selenium), must show a
 title naming the kernel, the profile and the date, a headline that agrees with the
@@ -8,7 +8,7 @@ link of the page (each boot's console and data logs, the plots, the other report
 must lead to a file that exists. The page is opened from a copy on its own, so a
 plot that is a file beside it, not inlined, fails too.
 
-The same run's report.json must fit benchlib/report.schema.json (Debian's
+The same run's report.json must fit benchlib/report/report.schema.json (Debian's
 python3-jsonschema), and its report.txt a terminal (report.TEXT_WIDTH columns).
 """
 from __future__ import annotations
@@ -23,7 +23,8 @@ from typing import Iterator
 
 import pytest
 
-from benchlib import paths, report, report_html, report_json
+from benchlib.core import paths
+from benchlib.report import report, report_html, report_json
 
 PROFILE = "tcg-virtio-rng"      # ready within a second: a short boot
 BOOTS = 2                       # more than one point per milestone row
@@ -44,10 +45,10 @@ def report_dir(bench_variant, accel: str, run_dir: Path) -> Path:
     budget = results / "budgets.toml"
     budget.write_text(f"[ready_s]\n{PROFILE} = {BUDGET_S}.0\n")
     run = subprocess.run(
-        [sys.executable, "-m", "benchlib.run", "--no-build", "--variant", "stock",
+        [sys.executable, "-m", "benchlib.commands.run", "--no-build", "--variant", "stock",
          "--profile", PROFILE, "--boots", str(BOOTS), "--cap", "30", "--no-throughput",
          "--no-clones", "--budget", str(budget), "--no-entropy", "--accel", accel],
-        cwd=paths.REPO / "pytest", capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
+        cwd=paths.REPO, capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
         env={**os.environ, "RESULTS_DIR": str(results)})
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     (outdir,) = [d for d in results.iterdir() if d.is_dir()]

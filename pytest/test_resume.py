@@ -4,7 +4,7 @@ back, before user space reads again.
 The guest (init task "suspend") writes `mem` to /sys/power/state; the host sees the
 domain suspended (ACPI S3) and wakes it (libvirt's dompmwakeup); the variant's clone
 trace set shows the reseeds, placed between the guest's two /dev/kmsg marks
-(benchlib/resume.py). 6.1 and the crng series reseed from their PM notifier; the
+(benchlib/checks/resume.py). 6.1 and the crng series reseed from their PM notifier; the
 lrng series does since its patch 0022, and did not before it (the check was seen
 red on that kernel). Hibernation needs a swap device these guests do not have: not
 tested here.
@@ -16,8 +16,9 @@ import time
 import libvirt
 import pytest
 
-from benchlib import clones, resume
-from benchlib.guest import Guest
+from benchlib.boot.guest import Guest
+from benchlib.checks import resume
+from benchlib.core import variants
 
 # Ready at once in every variant (the reseed on resume waits for readiness).
 PROFILE = "tcg-virtio-rng"
@@ -43,7 +44,7 @@ def wake_when_suspended(guest: Guest) -> None:
 
 def test_resume_from_suspend_reseeds_the_rng(boot_guest, variant: str) -> None:
     record = boot_guest(PROFILE, tasks=["probe", "suspend"], variant=variant,
-                        trace=clones.clone_trace(variant), suspend_to_mem=True, meanwhile=wake_when_suspended)
+                        trace=variants.load(variant).clone_trace, suspend_to_mem=True, meanwhile=wake_when_suspended)
     reseeds = resume.reseeds_on_resume(record)
     assert reseeds, (f"{variant}: no reseed of the RNG between the suspend and the return "
                      f"to user space: it serves from the state it had before it slept "

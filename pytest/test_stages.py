@@ -11,9 +11,9 @@ from typing import Optional
 
 import pytest
 
-from benchlib.errors import BootFailed
-from benchlib.kreports import reports, stalls
-from benchlib.stages import DEATH_LINE_WAIT_S, StageFollower, boot_stages
+from benchlib.core.errors import BootFailed
+from benchlib.boot.kreports import reports, stalls
+from benchlib.boot.stages import DEATH_LINE_WAIT_S, StageFollower, boot_stages
 
 NOISE = "bench noise: the quick brown fox jumps over the lazy dog 0123456789"
 QUICK_S = 5

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import pytest
 
-from benchlib.credit import check_credit_rule, hits_by, stock_spill_credit, window_hist
-from benchlib.procfs import parse_interrupts
-from benchlib.profiles import QUIET
-from benchlib.record import BootRecord
+from benchlib.checks.credit import check_credit_rule, hits_by, stock_spill_credit, window_hist
+from benchlib.checks.procfs import parse_interrupts
+from benchlib.core.profiles import QUIET
+from benchlib.core.bootrecord import BootRecord
 
 # ttyS0 interrupts the window's noise raises (fixtures/ttynoise.c counts them):
 # enough for at least two 1024-interrupt spills on the CPU that takes irq 4.

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from benchlib.procfs import parse_input_devices
-from benchlib.profiles import Needs, get_profile
+from benchlib.checks.procfs import parse_input_devices
+from benchlib.core.profiles import Needs, get_profile
 
 
 @pytest.mark.profiles(Needs(hyperv=False))

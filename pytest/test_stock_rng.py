@@ -9,15 +9,16 @@ import statistics
 
 import pytest
 
-from benchlib import profiles, wakes
-from benchlib.ordering import (assert_nonblock_eagain_until_ready, blocking_return_time,
-                               ready_position)
-from benchlib.profiles import Needs
-from benchlib.record import BootRecord
-from benchlib.variants import CUSTOM
+from benchlib.core import profiles
+from benchlib.checks import wakes
+from benchlib.checks.ordering import (assert_nonblock_eagain_until_ready, blocking_return_time,
+                                      ready_position)
+from benchlib.core.profiles import Needs
+from benchlib.core.bootrecord import BootRecord
+from benchlib.core.variants import CUSTOM
 
 READY = "random: crng init done"
-# The probe's wakes and the jitter generator's timer, traced (benchlib/wakes.py).
+# The probe's wakes and the jitter generator's timer, traced (benchlib/checks/wakes.py).
 WAKES_TRACE = "stock-wakes"
 # Blocked readers run the jitter loop a second past readiness: late on purpose.
 LATEJITTER = "test-stock-latejitter"

@@ -8,7 +8,7 @@ opens, count the driver's start-ups and the backup timer's ticks: one start-up p
 held UART however many times the tasks open the ports after, and no tick."""
 from __future__ import annotations
 
-from benchlib.profiles import QUIET
+from benchlib.core.profiles import QUIET
 
 # Tasks that each open the data channel twice (their stage marker, their output)
 # after the init's first open: on an init that does not hold the port, each of

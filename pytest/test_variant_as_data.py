@@ -4,7 +4,7 @@ reported and vmbus-tested with no Python change.
 The test writes a throwaway variant (parent `stock`, no patch of its own, its own
 milestone name for 6.1's "crng init done"), builds it with kernel/build.sh (a
 variant that adds nothing to its parent's kernel links the parent's bzImage), runs
-the main job on it (`benchlib.run`: one boot, its report row must be `ok` and name
+the main job on it (`benchlib.commands.run`: one boot, its report row must be `ok` and name
 its milestone) and the VMBus tests selected by its name in a pytest of its own.
 The folder and its build are removed afterwards, pass or fail.
 """
@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from benchlib import paths
-from benchlib import report_json
-from benchlib.profiles import Needs
+from benchlib.core import paths
+from benchlib.report import report_json
+from benchlib.core.profiles import Needs
 
 MILESTONE = "throwaway ready"
 VARIANT_TOML = f"""\
@@ -73,10 +73,10 @@ def test_variant_added_as_data_is_built_booted_reported_and_vmbus_tested(
     assert (paths.BUILD_DIR / "kernel" / name / "bzImage").is_file()
 
     results = run_dir / f"{name}-run"
-    report = run([sys.executable, "-m", "benchlib.run", "--no-build", "--variant", name,
+    report = run([sys.executable, "-m", "benchlib.commands.run", "--no-build", "--variant", name,
                   "--profile", REPORT_PROFILE, "--boots", "1", "--cap", "30",
                   "--no-throughput", "--no-clones", "--no-budget", "--accel", accel],
-                 paths.REPO / "pytest", RESULTS_DIR=str(results))
+                 paths.REPO, RESULTS_DIR=str(results))
     assert report.returncode == 0, report.stdout[-2000:] + report.stderr[-2000:]
     (outdir,) = [d for d in results.iterdir() if d.is_dir()]
     found = json.loads((outdir / "report.json").read_text())

@@ -18,19 +18,22 @@ import time
 
 import pytest
 
-from benchlib import measure, plan
-from benchlib.credit import CREDIT_RULES, CreditRule
-from benchlib.errors import Skip
-from benchlib.kreports import reports, stalls
-from benchlib.paths import KERNEL_DIR
-from benchlib.procfs import parse_interrupts
-from benchlib.profiles import Needs, get_profile
-from benchlib.record import BootRecord, kmsg_position, messages_from, parse_data, read_text
-from benchlib.restore import SavedGuest
-from benchlib.variants import load
-from benchlib.vmbus import (HYP_ROW, TICK_PATHS, TSC_PAGE_CLOCKSOURCE, assert_ticks_take_path,
-                            assert_vmbus_isr_feeds_rng, current_clocksource, hyp_growth,
-                            path_share, row_per_cpu, vmbus_isr_entries, vmbus_share)
+from benchlib.checks import measure
+from benchlib.boot import plan
+from benchlib.checks.credit import CREDIT_RULES, CreditRule
+from benchlib.core.errors import Skip
+from benchlib.boot.kreports import reports, stalls
+from benchlib.core.paths import KERNEL_DIR
+from benchlib.checks.procfs import parse_interrupts
+from benchlib.core.profiles import Needs, get_profile
+from benchlib.core.bootrecord import BootRecord, kmsg_position
+from benchlib.boot.record import messages_from, parse_data, read_text
+from benchlib.boot.restore import SavedGuest
+from benchlib.core.variants import load
+from benchlib.checks.vmbus import (HYP_ROW, TICK_PATHS, TSC_PAGE_CLOCKSOURCE,
+                                   assert_ticks_take_path, assert_vmbus_isr_feeds_rng,
+                                   current_clocksource, hyp_growth, path_share, row_per_cpu,
+                                   vmbus_isr_entries, vmbus_share)
 
 pytestmark = pytest.mark.vmbus
 

@@ -21,12 +21,12 @@ from __future__ import annotations
 import libvirt
 import pytest
 
-from benchlib import plan
-from benchlib.errors import Skip
-from benchlib.guest import Guest
-from benchlib.kreports import reports, stalls
-from benchlib.profiles import Needs, get_profile
-from benchlib.vmbus import TICK_PATHS, TSC_PAGE_CLOCKSOURCE, row_per_cpu
+from benchlib.boot import plan
+from benchlib.core.errors import Skip
+from benchlib.boot.guest import Guest
+from benchlib.boot.kreports import reports, stalls
+from benchlib.core.profiles import Needs, get_profile
+from benchlib.checks.vmbus import TICK_PATHS, TSC_PAGE_CLOCKSOURCE, row_per_cpu
 
 pytestmark = pytest.mark.vmbus
 

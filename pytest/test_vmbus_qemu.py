@@ -19,8 +19,8 @@ import subprocess
 
 import pytest
 
-from benchlib import paths
-from benchlib.profiles import Needs, get_profile
+from benchlib.core import paths
+from benchlib.core.profiles import Needs, get_profile
 
 pytestmark = pytest.mark.vmbus
 
