@@ -56,10 +56,14 @@ BENCH := PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m
 # These build nothing: they check, print the plan, list, or use the kernels as built.
 RUN_BUILDS_NOTHING := $(filter --dry-run --no-build --list-profiles --list-images,$(RUN_ARGS))
 
-run: setup
+# These preview (the plan, the lists): they change nothing on the host, so they run
+# without the set-up (apt, qemu.conf, libvirtd) and without root.
+RUN_PREVIEWS := $(filter --dry-run --list-profiles --list-images --help -h,$(RUN_ARGS))
+
+run: $(if $(RUN_PREVIEWS),,setup)
 	$(BENCH) benchlib.commands.run --check-only $(RUN_ARGS)
 	$(if $(RUN_BUILDS_NOTHING),,@$(MAKE) --no-print-directory build)
-	$(BENCH) benchlib.commands.run --no-build $(RUN_ARGS)
+	$(BENCH) benchlib.commands.run $(if $(RUN_PREVIEWS),,--no-build) $(RUN_ARGS)
 
 # The ini file and rootdir are pinned: an option value such as "--kernel /boot/X"
 # must not make pytest take /boot as its rootdir (and miss conftest.py); -p loads

@@ -10,8 +10,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -292,11 +294,16 @@ def test_make_checks_the_arguments_before_it_builds(target: str, variable: str, 
     assert not any(line.startswith("cd pytest") for line in lines), lines
 
 
-@pytest.mark.parametrize("no_build", ["--dry-run", "--no-build", "--list-profiles"])
-def test_make_run_builds_nothing_for_a_dry_run(no_build: str) -> None:
+@pytest.mark.parametrize("no_build, runs", [
+    ("--dry-run", "benchlib.commands.run  --dry-run"),
+    ("--no-build", "benchlib.commands.run --no-build --no-build"),
+    ("--list-profiles", "benchlib.commands.run  --list-profiles")])
+def test_make_run_builds_nothing_for_a_dry_run(no_build: str, runs: str) -> None:
+    """Nothing is built; a preview says what a run would build rather than refuse a
+    kernel not built yet (it is not given --no-build)."""
     lines = make_plan("run", RUN_ARGS=no_build)
     assert not any("build.sh" in line or "make -s -C" in line for line in lines), lines
-    assert any(f"benchlib.commands.run --no-build {no_build}" in line for line in lines), lines
+    assert any(runs in line for line in lines), lines
 
 
 # --- the checks themselves
@@ -372,3 +379,50 @@ def test_plan_costs_a_cell_from_earlier_boots_at_this_cap(tmp_path: Path, monkey
     text = dryrun.describe(args, [get_profile(QUIET)], ["crng", "stock"], [hosts.DEFAULT_URI], 6)
     assert "estimate: about 5 min, builds not counted (basis: 2 of 2 cell(s) costed from " \
            "2 earlier boot(s)" in text, text
+
+
+PREVIEWS = ["--dry-run", "--list-profiles", "--list-images"]
+
+
+@pytest.mark.parametrize("preview", PREVIEWS)
+def test_make_run_previews_without_set_up(preview: str) -> None:
+    """A preview changes nothing on the host: no scripts/setup.sh (apt, qemu.conf,
+    libvirtd restart) in what `make run` would run for it."""
+    lines = make_plan("run", RUN_ARGS=preview)
+    assert not any("setup.sh" in line for line in lines), lines
+    assert any(f"benchlib.commands.run  {preview}" in line for line in lines), lines
+    assert any("setup.sh" in line for line in make_plan("run", RUN_ARGS="--boots 1"))
+
+
+# An unprivileged user (nobody), as setpriv(1) makes one.
+NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+
+
+def test_make_run_previews_as_a_non_root_user() -> None:
+    """The previews run as a user who can change nothing on the host, from a copy of
+    the repository that user can only read, and write nothing into it."""
+    # Not pytest's tmp_path: its parents are root's alone.
+    with tempfile.TemporaryDirectory(prefix="bench-nobody-") as folder:
+        previews_as_nobody(Path(folder))
+
+
+def previews_as_nobody(tmp_path: Path) -> None:
+    copy = tmp_path / "repo"
+    copy.mkdir()
+    tracked = subprocess.run(["git", "-C", str(paths.REPO), "ls-files", "-z"],
+                             capture_output=True, check=True).stdout.decode().split("\0")
+    for name in filter(None, tracked):
+        (copy / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(paths.REPO / name, copy / name)
+    for path in [tmp_path, *tmp_path.rglob("*")]:       # readable by all, as a clone is
+        path.chmod(path.stat().st_mode | (0o555 if path.is_dir() else 0o444))
+    before = sorted(p.relative_to(copy) for p in copy.rglob("*"))
+    for preview in PREVIEWS:
+        result = subprocess.run([*NOBODY, "make", "-C", str(copy), "run",
+                                 f"RUN_ARGS={preview} --accel tcg"],
+                                capture_output=True, text=True, timeout=300,
+                                env={**os.environ, "HOME": "/nonexistent",
+                                     "PYTHONDONTWRITEBYTECODE": "1"})
+        assert result.returncode == 0, f"{preview}: {result.stdout}{result.stderr}"
+        assert "setup" not in result.stdout, result.stdout
+    assert sorted(p.relative_to(copy) for p in copy.rglob("*")) == before
