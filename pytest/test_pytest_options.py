@@ -18,6 +18,7 @@ import pytest
 from benchlib.core import paths
 from benchlib.core.errors import BadProfile
 from benchlib.core.profiles import Needs
+from benchlib.testing import plugin
 
 # A child that only collects is quick; one that boots a guest gets this long.
 CHILD_TIMEOUT_S = 600
@@ -85,12 +86,15 @@ def test_profiles_dir_without_what_a_test_needs_skips_it_naming_the_need(
         team_dir: Path, tmp_path: Path) -> None:
     """A test marked profiles(Needs(...)) that no profile of the directory fits is
     one skip saying what it needs, and boots nothing; one the directory fits runs
-    on the directory's profile (collected as such)."""
+    on the directory's profile (collected as such). A selection that only skipped
+    judged nothing: it fails, saying so."""
     results = tmp_path / "results"
     result = child_pytest("--accel=tcg", "-rs", "--profiles-dir", str(team_dir),
                           "pytest/test_vmbus.py", "-k", "guest_finds_hyperv", results=results)
     output = result.stdout[-3000:] + result.stderr[-2000:]
-    assert result.returncode == 0, output
+    assert result.returncode == pytest.ExitCode.TESTS_FAILED, output
+    assert "bench: every selected test (3) was skipped: nothing was judged" in result.stdout, \
+        output
     assert "3 skipped" in result.stdout and "passed" not in result.stdout, output
     assert ("no profile of this run has what the test needs: hyperv=True, "
             "interrupt_only=True") in result.stdout, output
@@ -187,3 +191,29 @@ def test_variant_marker_selects_its_module(tmp_path: Path) -> None:
     python = [sys.executable, "-m", "pytest"]
     marked = collected([*python, "-m", "crng"], paths.REPO, tmp_path)
     assert marked and marked == collected([*python, "pytest/test_crng.py"], paths.REPO, tmp_path)
+
+
+class FakeConfig:
+    """What nothing_judged() reads of a pytest config: --profile and the stash."""
+
+    def __init__(self, profiles: list[str], judged_on: set[str]) -> None:
+        self.profiles, self.stash = profiles, {plugin.PROFILES_JUDGED: judged_on}
+
+    def getoption(self, name: str) -> list[str]:
+        assert name == "--profile"
+        return self.profiles
+
+
+@pytest.mark.parametrize("stats, profiles, judged_on, fails", [
+    ({"skipped": [1, 2]}, [], set(), "every selected test (2) was skipped"),
+    ({"skipped": [1], "passed": [2]}, [], set(), None),
+    ({"passed": [1]}, ["tcg-quiet"], {"tcg-quiet"}, None),
+    ({"passed": [1], "skipped": [2]}, ["tcg-quiet", "hyperv"], {"tcg-quiet"},
+     "--profile hyperv: no selected test ran on it"),
+    ({"failed": [1]}, [], set(), None),
+])
+def test_a_run_that_judged_nothing_it_was_asked_to_fails(stats: dict, profiles: list[str],
+                                                          judged_on: set[str],
+                                                          fails: str | None) -> None:
+    reasons = plugin.nothing_judged(FakeConfig(profiles, judged_on), stats)
+    assert (reasons[0].startswith(fails) if fails else reasons == []), reasons

@@ -364,3 +364,73 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     marker = metafunc.definition.get_closest_marker("profiles")
     if marker is not None:
         metafunc.parametrize("profile", needed_profiles(marker))
+
+
+# ---- A run that judged nothing is not green ------------------------------------------
+#
+# A CI job gates on the exit code. A selection whose every test skipped (a user's
+# kernel without an option the tests need, a profile this host cannot run), or a
+# profile named with --profile on which no test ran, judged nothing: that fails the
+# run, with what it did not judge said last. Each skip's reason is in pytest's short
+# summary (-ra, tox.ini).
+
+JUDGED = ("passed", "failed", "error", "xfailed", "xpassed")
+PROFILE_OF_TEST = pytest.StashKey[dict[str, Optional[str]]]()
+PROFILES_JUDGED = pytest.StashKey[set[str]]()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    session.config.stash[PROFILE_OF_TEST] = {item.nodeid: item_profile(item)
+                                             for item in session.items}
+    session.config.stash[PROFILES_JUDGED] = set()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    config = _CONFIG.get("config")
+    if config is None or report.when != "call" or report.outcome not in ("passed", "failed"):
+        return
+    profile = config.stash.get(PROFILE_OF_TEST, {}).get(report.nodeid)
+    if profile is not None:
+        config.stash.setdefault(PROFILES_JUDGED, set()).add(profile)
+
+
+_CONFIG: dict[str, pytest.Config] = {}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    _CONFIG["config"] = config
+
+
+def nothing_judged(config: pytest.Config, stats: dict[str, list]) -> list[str]:
+    """Why the run judged nothing it was asked to, one line each; empty when it did."""
+    judged = sum(len(stats.get(kind, [])) for kind in JUDGED)
+    skipped = len(stats.get("skipped", []))
+    reasons = []
+    if skipped and not judged:
+        reasons.append(f"every selected test ({skipped}) was skipped: nothing was judged")
+    elif judged:
+        ran_on = config.stash.get(PROFILES_JUDGED, set())
+        reasons += [f"--profile {name}: no selected test ran on it (skipped or deselected)"
+                    for name in (config.getoption("--profile") or []) if name not in ran_on]
+    return reasons
+
+
+NOT_JUDGED = pytest.StashKey[list[str]]()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if exitstatus != pytest.ExitCode.OK or reporter is None:
+        return
+    reasons = nothing_judged(session.config, reporter.stats)
+    session.config.stash[NOT_JUDGED] = reasons
+    if reasons:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    for reason in config.stash.get(NOT_JUDGED, []):
+        terminalreporter.write_line(f"bench: {reason}; that is not a pass (the skips' "
+                                    "reasons are in the short summary)", red=True)
