@@ -556,3 +556,31 @@ def test_harness_refuses_a_missing_or_stale_initramfs(tmp_path: Path,
     assert paths.initramfs_problem() == (
         f"initramfs '{build}/fixtures/initramfs.cpio.gz' is stale: init changed since it "
         "was built; run 'make fixtures'")
+
+
+@pytest.mark.parametrize("stock_mb_s, crng_mb_s, why", [
+    ([100, 90], [95, 91], "fewer than 3 boots of it or of stock"),   # scaling needs 3
+    ([], [95, 91, 99], "stock has no figures for this case"),
+])
+def test_harness_throughput_not_judged_fails_the_run_everywhere(
+        stock_mb_s: list[float], crng_mb_s: list[float], why: str) -> None:
+    """A comparison asked for and not made is no pass: the headline, the exit code
+    (run_failed) and JUnit say 'not judged' and why; never 'within budget'."""
+    measure = throughput.SCALING
+    rows = throughput.compare(
+        {"stock": throughput_records("stock", stock_mb_s, profile=measure.profile),
+         "crng": throughput_records("crng", crng_mb_s, profile=measure.profile)}, measure)
+    assert throughput.unjudged(rows), rows
+    assert report.run_failed([], rows)
+    said = report.headline([], rows)
+    assert said.startswith("FAILED") and "throughput not judged: crng" in said and why in said
+    assert "within budget" not in said
+    failures = report.junit([], rows).getroot().findall(".//failure")
+    assert failures and why in failures[0].get("message", ""), failures
+
+
+def test_harness_throughput_scaling_boots_never_fewer_than_it_judges() -> None:
+    assert throughput.boots_for(throughput.SCALING, 1) == throughput.SCALING.min_boots
+    assert throughput.boots_for(throughput.SCALING, 5) == 5
+    assert throughput.boots_for(throughput.COST, 5) == throughput.COST.boots
+    assert throughput.compares(["stock", "lrng"]) and not throughput.compares(["crng", "lrng"])

@@ -129,8 +129,8 @@ def describe(args: argparse.Namespace, profiles: list[Profile], variants: list[s
         extras.append(f"clone check: {len(cells)} guest(s) saved at "
                       f"{clones.LATE_SAVE_UPTIME_S} s of uptime and restored twice, "
                       f"{clone_workers} at a time")
-    if len(variants) > 1 and not args.no_throughput:
-        per_variant = {m.profile: m.boots or args.boots for m in throughput.MEASURES}
+    if throughput.compares(list(variants)) and not args.no_throughput:
+        per_variant = {m.profile: throughput.boots_for(m, args.boots) for m in throughput.MEASURES}
         extra += len(variants) * sum(per_variant.values()) * THROUGHPUT_BOOT_S
         extras.append("throughput: " + " and ".join(
             f"{len(variants) * n} boot(s) of {profile}" for profile, n in per_variant.items())
@@ -156,7 +156,7 @@ def describe(args: argparse.Namespace, profiles: list[Profile], variants: list[s
         basis.append(f"the accelerator probe, up to {KVM_PROBE_DEADLINE_S} s")
     if not args.no_clones and cells:
         basis.append(f"{clones.CASE_WALL_S} s per batch of clone cases (measured)")
-    if len(variants) > 1 and not args.no_throughput:
+    if throughput.compares(list(variants)) and not args.no_throughput:
         basis.append(f"{THROUGHPUT_BOOT_S} s a throughput boot (assumed)")
     lines.append(f"estimate: about {span}, builds not counted (basis: {'; '.join(basis)})")
     return "\n".join(lines)

@@ -136,7 +136,7 @@ def plan_throughput(settings: Settings, kernels: dict[str, Path], say: Progress)
     profile (benchlib/report/throughput.py), its boots of each measure one cell."""
     plans: Plans = []
     for way in throughput.MEASURES:
-        here = Settings(**{**vars(settings), "boots": way.boots or settings.boots})
+        here = Settings(**{**vars(settings), "boots": throughput.boots_for(way, settings.boots)})
         plans += [plan_cell(here, get_profile(way.profile), variant, kernel, throughput.TASKS,
                             dict(way.params), None, say)
                   for variant, kernel in kernels.items()]

@@ -358,7 +358,7 @@ def main(argv: list[str]) -> int:
         # profile (benchlib/report/throughput.py), one boot at a time, round after round,
         # after the matrix and the clone check.
         bench = plan_throughput(settings, kernels, say) \
-            if len(kernels) > 1 and not args.no_throughput else []
+            if throughput.compares(list(kernels)) and not args.no_throughput else []
         matrix_jobs = jobs_of(matrix, MATRIX)
         bench_jobs = in_rounds(jobs_of(bench, THROUGHPUT))
         eta.expect(job.key for job in matrix_jobs + bench_jobs)
@@ -411,6 +411,10 @@ def main(argv: list[str]) -> int:
         print(f"bench: {row['variant']} getrandom() throughput ({row['threads']} threads, "
               f"{row['request_bytes']} B, {row['profile']}) is {row['ratio_to_stock']} of "
               f"stock's: {throughput.measure_of(row).failed}", file=sys.stderr)
+    for row in throughput.unjudged(bench_rows):
+        print(f"bench: {row['variant']} getrandom() throughput ({row['threads']} threads, "
+              f"{row['request_bytes']} B, {row['profile']}) {throughput.judgement(row)}",
+              file=sys.stderr)
     if stop:
         print(f"bench: {stop[0]}: the report holds the boots that finished", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -538,8 +538,9 @@ def over_budget(throughput_rows: Iterable[dict[str, object]]) -> list[dict[str, 
 
 def run_failed(cells: list[Cell], throughput_rows: Iterable[dict[str, object]] = ()) -> bool:
     """Whether the run fails (exit 1): a cell not ok, or a variant's getrandom()
-    throughput over its budget. Every headline says what this says."""
-    return bool(not_ok(cells) or over_budget(throughput_rows))
+    throughput over its budget or not judged. Every headline says what this says."""
+    rows = list(throughput_rows)
+    return bool(not_ok(cells) or over_budget(rows) or throughput.unjudged(rows))
 
 
 def headline(cells: list[Cell], throughput_rows: Iterable[dict[str, object]] = ()) -> str:
@@ -564,6 +565,12 @@ def headline(cells: list[Cell], throughput_rows: Iterable[dict[str, object]] = (
                                  f"{r['profile']}: {r['ratio_to_stock']} of "
                                  f"{throughput.BASELINE}, {throughput.measure_of(r).failed})"
                                  for r in slow))
+    unjudged = throughput.unjudged(rows)
+    if unjudged:
+        parts.append("getrandom() throughput not judged: "
+                     + ", ".join(f"{r['variant']} ({r['threads']}×{r['request_bytes']} B in "
+                                 f"{r['profile']}: {throughput.judgement(r)[len('not judged: '):]})"
+                                 for r in unjudged))
     return "FAILED: " + "; ".join(parts)
 
 
@@ -665,6 +672,10 @@ def junit(cells: list[Cell], throughput_rows: Sequence[dict[str, object]] = ()
             ET.SubElement(case, "failure", message=(
                 f"{row['ratio_to_stock']} of {throughput.BASELINE}'s getrandom() throughput in "
                 f"{row['profile']}: {throughput.measure_of(row).failed}"))
+            failures += 1
+        elif row in throughput.unjudged([row]):
+            ET.SubElement(case, "failure", message=f"getrandom() throughput in "
+                          f"{row['profile']}: {throughput.judgement(row)}")
             failures += 1
     suite.set("tests", str(count))
     suite.set("failures", str(failures))

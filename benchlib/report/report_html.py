@@ -162,7 +162,8 @@ def _measure_table(way: throughput.Measure, rows: Sequence[dict[str, Any]]) -> s
            "<tr>" + "".join(f"<th>{_esc(h)}</th>" for h in heads) + "</tr>"]
     for r in rows:
         ratio = "-" if r["ratio_to_stock"] is None else f"{r['ratio_to_stock']:.3f}"
-        klass = {True: " class='ok'", False: " class='bad'"}.get(r["within_budget"], "")
+        klass = {True: " class='ok'", False: " class='bad'"}.get(
+            r["within_budget"], " class='bad'" if r in throughput.unjudged([r]) else "")
         nums = [r["threads"], r["request_bytes"], f"{r['median_mb_s']:.2f}",
                 f"{r['min_mb_s']:.2f}", f"{r['max_mb_s']:.2f}", r["boots"], ratio]
         out.append(f"<tr><td>{_esc(r['variant'])}</td>"

@@ -27,7 +27,7 @@ from __future__ import annotations
 import statistics
 import textwrap
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Iterable, Optional
 
 from ..core import variants
 from ..core.bootrecord import BootRecord
@@ -113,16 +113,38 @@ def measure_of(row: dict[str, object]) -> Measure:
     return BY_PROFILE[str(row["profile"])]
 
 
+def boots_for(measure: Measure, run_boots: int) -> int:
+    """Boots per variant in a measure: its own count, or the run's --boots but never
+    fewer than it needs to judge (a comparison that could not judge would fail)."""
+    return measure.boots or max(run_boots, measure.min_boots)
+
+
+def compares(variants: list[str]) -> bool:
+    """Whether a run of these kernels compares their throughput: the baseline and at
+    least one other (make run, unless --no-throughput)."""
+    return BASELINE in variants and len(variants) > 1
+
+
 def judgement(row: dict[str, object]) -> str:
-    """What the bound made of a row: '', 'over the 10% budget', 'not judged: ...'."""
+    """What the bound made of a row: 'within budget', 'over the 10% budget',
+    'not judged: WHY', or '' for the baseline's own rows."""
     measure = measure_of(row)
     if row["within_budget"] is False:
         return measure.failed
     if row["within_budget"] is True:
         return "within budget"
-    if row["ratio_to_stock"] is not None:
-        return f"not judged: fewer than {measure.min_boots} boots"
-    return ""
+    if row["variant"] == BASELINE:
+        return ""
+    if row["ratio_to_stock"] is None:
+        return f"not judged: {BASELINE} has no figures for this case"
+    return (f"not judged: fewer than {measure.min_boots} boots of it or of {BASELINE} "
+            f"(--boots {measure.min_boots} judges it)")
+
+
+def unjudged(rows: Iterable[dict[str, object]]) -> list[dict[str, object]]:
+    """The rows a judgement was asked of and could not be made (every variant's but
+    the baseline's): they fail the run, as a row over its bound does."""
+    return [r for r in rows if r["variant"] != BASELINE and r.get("within_budget") is None]
 
 
 def table(rows: list[dict[str, object]]) -> str:
