@@ -61,7 +61,7 @@ def blocks(tag: str, rounds: int = 2, cpus: int = 2) -> dict[tuple[int, int], st
 def test_clone_harness_identical_reads_are_the_hazard(tmp_path: Path) -> None:
     same = blocks("a")
     found = outcome(tmp_path, same, dict(same))
-    assert found.verdict() == "no: identical for 4 reads"
+    assert found.verdict() == "no: identical for 4 reads (no ID given)"
     assert all(x == y for x, y in found.first_reads().values())
     assert not any(c.problems for c in found.clones)
 
@@ -71,7 +71,7 @@ def test_clone_harness_a_block_shared_anywhere_counts(tmp_path: Path) -> None:
     b[(1, 0)] = a[(0, 1)]              # another round, another CPU: still a repeat
     found = outcome(tmp_path, a, b)
     assert [(k1, k2) for _, k1, k2 in found.shared_blocks()] == [((0, 1), (1, 0))]
-    assert found.verdict() == "no: identical for 1 reads"
+    assert found.verdict() == "no: identical for 1 reads (no ID given)"
 
 
 def test_clone_harness_rounds_read_before_the_save_are_not_compared(tmp_path: Path) -> None:
@@ -79,7 +79,7 @@ def test_clone_harness_rounds_read_before_the_save_are_not_compared(tmp_path: Pa
     a[(0, 0)] = b[(0, 0)]              # round 0 came before the save: one read, not two
     found = outcome(tmp_path, a, b, pre=read_lines({(0, 0): a[(0, 0)]}))
     assert found.compared_rounds() == [1]
-    assert found.verdict() == "yes"
+    assert found.verdict() == "yes (no ID given)"
 
 
 def test_clone_harness_trace_evidence_and_empty_reseeds(tmp_path: Path) -> None:
@@ -108,16 +108,16 @@ def test_clone_harness_incomplete_clone_is_a_problem(tmp_path: Path) -> None:
 
 
 def test_clone_harness_report_has_the_clone_safe_column(tmp_path: Path) -> None:
-    cells = [Cell("tcg-quiet", "stock", clone_safe="no: identical for 6 reads"),
+    cells = [Cell("tcg-quiet", "stock", clone_safe="no: identical for 6 reads (no ID given)"),
              Cell("tcg-input", "stock", clone_safe="yes")]
     text = report.table(cells)
     # A row of its own in each cell's part of the variant's table, and in the legend.
     rows = [line.split(None, 1) for line in text.splitlines()
             if line.split()[:1] == [report.CLONE_SAFE]]
-    assert [r[1] for r in rows] == ["no: identical for 6 reads", "yes"], text
+    assert [r[1] for r in rows] == ["no: identical for 6 reads (no ID given)", "yes"], text
     assert "clone-safe: one" in text
     rows = report_json.as_json(cells, {})["cells"]
-    assert [r["clone_safe"] for r in rows] == ["no: identical for 6 reads", "yes"]
+    assert [r["clone_safe"] for r in rows] == ["no: identical for 6 reads (no ID given)", "yes"]
     json.dumps(rows)
     html = report_html.matrix_table(cells, tmp_path)
     assert f"<th>{report.CLONE_SAFE}</th>" in html and "<td>yes</td>" in html
@@ -188,3 +188,34 @@ def test_clone_harness_primary_takes_the_generation_id_before_the_secondaries(
                      (7.005, "reseed", " len=0x48 internal=1"), *seeds])
     clone = outcome(tmp_path, blocks("a"), blocks("b"), events, genid=True).clones[0]
     assert bool(clone.vmfork_id_seeds()) is took
+
+
+def test_clone_harness_nothing_compared_is_not_judged_never_yes(tmp_path: Path) -> None:
+    """Every round read before the save: nothing compared, so no 'yes' (it was)."""
+    a, b = blocks("a", rounds=1), blocks("b", rounds=1)
+    found = outcome(tmp_path, a, b, pre=read_lines(a), genid=True)
+    assert found.compared_rounds() == []
+    assert found.verdict().startswith("not judged: no read of either clone came after"), \
+        found.verdict()
+
+
+@pytest.mark.parametrize("kernel, safe, status", [
+    ("lrng", "no: identical for 2 reads", "not_ok"),        # the bench's series: fails
+    ("custom", "no: identical for 2 reads", "not_ok"),      # a user's kernel: fails
+    ("custom", "no driver", "not_ok"),
+    ("stock", "no: identical for 2 reads", "clone_unsafe"),   # Debian's: a finding
+    ("lrng", "no: identical for 6 reads (no ID given)", "ok"),  # the control, expected
+    ("lrng", "no driver (diverged by another reseed)", "ok"),
+    ("crng", "not judged: no read of either clone came after the restore", "not_ok"),
+    ("crng", "yes", "ok"),
+])
+def test_clone_harness_clone_safe_decides_the_cell(kernel: str, safe: str, status: str,
+                                                   tmp_path: Path) -> None:
+    cell = Cell("tcg-input", kernel, clone_safe=safe, clone={"folder": str(tmp_path)})
+    cell.verdict = lambda: Cell._clone_verdict(cell) or report.OK    # the boots were fine
+    assert cell.status() == status, cell.verdict()
+    assert report.run_failed([cell]) is (status == "not_ok")
+    said = report.headline([cell])
+    if status == "clone_unsafe":
+        assert said.startswith("passed") and "1 stock cell clone-unsafe" in said, said
+        assert cell.finding()

@@ -111,7 +111,8 @@ def clone_summary(outdir: Path) -> dict[str, object]:
                                     "data_log": str(outdir / folder / "whole-data.log")}
     return {"profile": "tcg-quiet", "variant": "stock", "point": "late",
             "generation_id": False, "driver": True, "save_uptime_s": 125.2,
-            "verdict": "no: identical for 12 reads", "generation_ids": [None, None, None],
+            "verdict": "no: identical for 12 reads (no ID given)",
+            "generation_ids": [None, None, None],
             "compared_rounds": [1, 2], "identical_reads": 12, "shared_blocks": 12,
             "clones": views}
 
@@ -141,7 +142,8 @@ def synthetic_cells(outdir: Path) -> list[Cell]:
                                      f"120 s ({cell.records[0].console_log})")
             cells.append(cell)
     quiet_stock = cells[0]
-    quiet_stock.clone, quiet_stock.clone_safe = clone_summary(outdir), "no: identical for 12 reads"
+    quiet_stock.clone = clone_summary(outdir)
+    quiet_stock.clone_safe = "no: identical for 12 reads (no ID given)"
     cells[1].clone_safe = "yes"
     return cells
 

@@ -76,6 +76,8 @@ SAVE_MARK = "bench: clone save"
 DONE_MARK = "bench: clone reads done"
 # In a clone trace set, the event on the generation ID's path, and the prefix of
 # every event that is a reseed of the key that getrandom() reads from.
+# What a clone-safe verdict says where the profile gave no generation ID.
+NO_ID_GIVEN = "(no ID given)"
 VMFORK_EVENT = "vmfork"
 RESEED_PREFIX = "reseed"
 # A clone trace set's secondary-DRBG reseed (lrng_sdrbg_inject()), and its DRBG
@@ -264,13 +266,19 @@ class CloneOutcome:
                 if k[0] in rounds and v in seen]
 
     def verdict(self) -> str:
-        """The report's clone-safe cell: yes, no: identical for N reads, no driver."""
+        """The report's clone-safe cell: yes, no: identical for N reads, no driver;
+        '(no ID given)' after it where the profile gave no generation ID (its
+        clones are expected to repeat: the negative control, not the hazard); 'not
+        judged: WHY' where no round of reads was compared, never 'yes'."""
+        problems = [p for c in self.clones for p in c.problems]
+        if problems or not self.compared_rounds():
+            return "not judged: " + (problems[0] if problems else
+                                     "no read of either clone came after the restore")
         shared = self.shared_blocks()
         if self.generation_id and not self.driver:
             return "no driver" if shared else "no driver (diverged by another reseed)"
-        if shared:
-            return f"no: identical for {len(shared)} reads"
-        return "yes"
+        said = f"no: identical for {len(shared)} reads" if shared else "yes"
+        return said if self.generation_id else f"{said} {NO_ID_GIVEN}"
 
     def summary(self) -> dict[str, object]:
         return {"profile": self.profile, "variant": self.variant, "point": self.point,

@@ -61,7 +61,8 @@ from ..boot.remote import DEFAULT_POOL
 from ..core.kernels import kernel_version, variant_kernel
 from ..core.profiles import Profile, all_profiles, get_profile, use_directory
 from .progress import QUIET, STYLES, TEXT, Progress
-from ..report.report import Cell, not_ok, not_ready, over_budget, remove_if_empty, run_failed
+from ..report.report import (Cell, clone_unsafe, not_ok, not_ready, over_budget,
+                             remove_if_empty, run_failed)
 from ..report.forms import write
 from ..report.report_json import run_meta
 from ..core.userkernel import KernelUnderTest, user_kernel
@@ -403,7 +404,7 @@ def main(argv: list[str]) -> int:
     say.message(f"writing the report of {finished} boot(s)" + (
         f" ({stop[0]}; interrupt again to leave without it)" if stop else ""))
     publish(outdir, cells, meta, bench_rows, entropy=not args.no_entropy)
-    for cell in not_ready(cells):
+    for cell in [*not_ready(cells), *clone_unsafe(cells)]:
         print(f"bench: finding: {cell.profile} × {cell.variant}: {cell.verdict()}", file=sys.stderr)
     for cell in not_ok(cells):
         print(f"bench: {cell.profile} × {cell.variant}: {cell.verdict()}", file=sys.stderr)

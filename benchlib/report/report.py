@@ -48,6 +48,15 @@ OK = "ok"
 # what they measure), reported with the interrupts that came, and not a failure. In
 # a profile with a budget, the same boot fails the cell.
 NOT_READY = "not ready within the cap"
+# A cell whose clones (one saved guest restored twice, in a profile that gave a
+# generation ID) read alike: it fails the run for the bench's own series and a
+# user's kernel, and is a finding for Debian's stock 6.1 (its hazard, reported).
+CLONE_UNSAFE = "clone-unsafe"
+# The variant whose clone hazard is a finding, not a failure: Debian's kernel as
+# shipped, which the bench measures rather than builds to a design.
+DEBIAN_STOCK = "stock"
+# Clone-safe verdicts that mean the clones repeated each other (benchlib/commands/clones.py).
+CLONE_REPEATED = ("no: identical", "no driver")
 
 # Figures under their report.json key; the unit is in the name (a count has none).
 METRIC_KEYS = {READY: "ready_printk_s", IRQS: "irqs_to_ready", BLOCKED: "blocking_wait_s",
@@ -135,7 +144,22 @@ class Cell:
             over = budgets.judge([measure.ready_printk(r) for r in self.records], self.budget_s)
             if over:
                 return f"{over} ({', '.join(str(r.console_log) for r in self.records)})"
-        return OK
+        return self._clone_verdict() or OK
+
+    def _clone_verdict(self) -> Optional[str]:
+        """What the clone check adds to the verdict, if anything: a check that could
+        not compare fails the cell; clones that repeated each other where the
+        profile gave a generation ID are CLONE_UNSAFE (see there)."""
+        said = self.clone_safe
+        if not said or not said.startswith(("not judged", *CLONE_REPEATED)):
+            return None
+        where = f" ({(self.clone or {}).get('folder') or self.records[0].data_log.parent})"
+        if said.startswith("not judged"):
+            return f"clone check {said}{where}"
+        if "(diverged" in said or "(no ID given)" in said:
+            return None
+        return (f"{CLONE_UNSAFE}: a saved guest restored twice, given a generation ID, "
+                f"{said}{where}")
 
     def _not_ready(self, never: list[BootRecord]) -> str:
         """The finding of a cell whose boots (some or all) were never ready: what the
@@ -153,7 +177,7 @@ class Cell:
 
     def finding(self) -> bool:
         """Whether the verdict is a measurement that does not fail the run."""
-        return self.status() == "not_ready"
+        return self.status() in ("not_ready", "clone_unsafe")
 
     def shared(self) -> int:
         """Boots that ran beside another boot on their host."""
@@ -174,14 +198,19 @@ class Cell:
         return [i.cpus for i in (measure.irqs_to_ready(r) for r in self.records) if i]
 
     def status(self) -> str:
-        """ok, not_ready (a finding, see NOT_READY), not_ok or skipped: the verdict
-        for machines."""
+        """ok, not_ready (a finding, see NOT_READY), clone_unsafe (a finding for
+        Debian's stock, see CLONE_UNSAFE), not_ok or skipped: the verdict for
+        machines."""
         if self.skipped:
             return "skipped"
         verdict = self.verdict()
         if verdict == OK:
             return "ok"
-        return "not_ready" if verdict.startswith(NOT_READY) else "not_ok"
+        if verdict.startswith(NOT_READY):
+            return "not_ready"
+        if verdict.startswith(CLONE_UNSAFE) and self.variant == DEBIAN_STOCK:
+            return "clone_unsafe"
+        return "not_ok"
 
     def budget_met(self) -> Optional[bool]:
         """Whether the boots' median time to ready is within the profile's budget and
@@ -314,8 +343,11 @@ LEGEND_ITEMS: list[tuple[str, str]] = [
     (CLONE_SAFE, "one guest saved past two minutes of uptime and restored twice; yes: the two "
      "clones' getrandom() reads after the restore share no 16-byte block; 'no: identical for "
      "N reads': N blocks repeated; 'no driver': the profile gives a VM generation ID but the "
-     "kernel has no vmgenid driver (CONFIG_VMGENID); failed: the check could not run; '-': "
-     "not checked (a finding, not a verdict)"),
+     "kernel has no vmgenid driver (CONFIG_VMGENID); '(no ID given)': the profile gives no "
+     "generation ID, so repeated reads are expected (the hazard's control); where an ID was "
+     "given, repeated reads make the cell '" + CLONE_UNSAFE + "', which fails it, but for "
+     "Debian's stock, where it is a finding; 'not judged: why': no round of reads was "
+     "compared, which fails the cell; failed: the check could not run; '-': not checked"),
     (BUDGET, "the profile's time-to-ready budget (--budget; vm-definitions/budgets.toml by "
      "default): met when the median time to ready is within it and every boot got ready; "
      "not met fails the cell; none: the profile has no budget"),
@@ -530,6 +562,12 @@ def not_ready(cells: list[Cell]) -> list[Cell]:
     return [c for c in cells if c.status() == "not_ready"]
 
 
+def clone_unsafe(cells: list[Cell]) -> list[Cell]:
+    """Debian's stock cells whose clones repeated each other though given a
+    generation ID: findings."""
+    return [c for c in cells if c.status() == "clone_unsafe"]
+
+
 def over_budget(throughput_rows: Iterable[dict[str, object]]) -> list[dict[str, object]]:
     """Throughput cases whose variant is slower than the budget allows
     (benchlib/report/throughput.py)."""
@@ -547,13 +585,16 @@ def headline(cells: list[Cell], throughput_rows: Iterable[dict[str, object]] = (
     rows = list(throughput_rows)
     bad, slow = not_ok(cells), over_budget(rows)
     skipped = sum(bool(c.skipped) for c in cells)
-    never = len(not_ready(cells))
-    found = (f"{never} cell{'s' if never != 1 else ''} never ready within the cap where "
-             f"no budget asks it (a finding)") if never else ""
+    never, unsafe = len(not_ready(cells)), len(clone_unsafe(cells))
+    found = "; ".join(
+        ([f"{never} cell{'s' if never != 1 else ''} never ready within the cap where "
+          f"no budget asks it (a finding)"] if never else [])
+        + ([f"{unsafe} {DEBIAN_STOCK} cell{'s' if unsafe != 1 else ''} clone-unsafe though "
+            f"given a generation ID (a finding)"] if unsafe else []))
     if not run_failed(cells, rows):
-        ran = len(cells) - skipped - never
+        ran = len(cells) - skipped - never - unsafe
         said = f"passed: all {ran} cells ok" if ran != 1 else "passed: the one cell ok"
-        if never:
+        if found:
             said = f"passed: {ran} cell{'s' if ran != 1 else ''} ok, {found}"
         said += f", {skipped} skipped with a reason" if skipped else ""
         return said + ("; getrandom() throughput within budget" if rows else "")

@@ -68,7 +68,8 @@ def _png_uri(png: bytes) -> str:
 
 
 def _verdict_class(cell: Cell) -> str:
-    return {"skipped": "skip", "ok": "ok", "not_ready": "finding"}.get(cell.status(), "bad")
+    return {"skipped": "skip", "ok": "ok", "not_ready": "finding",
+            "clone_unsafe": "finding"}.get(cell.status(), "bad")
 
 
 def _link(outdir: Path, path: object, label: str) -> str:

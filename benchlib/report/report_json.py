@@ -23,12 +23,13 @@ from ..core.paths import REPO
 from ..core.bootrecord import BootRecord
 from ..core.errors import BadKernel
 from .report import (BLOCKED, BOOT_DOMAIN_XML, FIRST_NONBLOCK_OK, HOST_DONE, IRQS,
-                     METRIC_KEYS, READY, Cell, headline, host_labels, not_ok, not_ready, over_budget,
-                     relative, relative_text, run_failed, stats, variant_spec)
+                     METRIC_KEYS, READY, Cell, clone_unsafe, headline, host_labels, not_ok,
+                     not_ready, over_budget, relative, relative_text, run_failed, stats,
+                     variant_spec)
 
 # Its shape's version (bump it with any change of a key or its meaning), and its
 # JSON Schema.
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 SCHEMA = Path(__file__).with_name("report.schema.json")
 GIT_TIMEOUT_S = 30
 QEMU_VERSION_TIMEOUT_S = 30
@@ -256,6 +257,8 @@ def as_json(cells: list[Cell], meta: dict[str, object], outdir: Optional[Path] =
                    "cells": len(cells), "cells_ok": sum(c.status() == "ok" for c in cells),
                    "cells_not_ok": len(not_ok(cells)), "cells_not_ready": len(not_ready(cells)),
                    "cells_skipped": sum(bool(c.skipped) for c in cells),
+                   "cells_clone_unsafe": len(clone_unsafe(cells)),
+                   "throughput_cases_not_judged": len(throughput.unjudged(rows)),
                    "throughput_cases_over_budget": len(over_budget(rows))},
         "cells": [cell_json(cell, outdir, labels) for cell in cells],
         "throughput": throughput_json(rows),
