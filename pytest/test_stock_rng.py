@@ -10,7 +10,7 @@ import statistics
 import pytest
 
 from benchlib.core import profiles
-from benchlib.checks import wakes
+from benchlib.checks import trace, wakes
 from benchlib.checks.ordering import (assert_nonblock_eagain_until_ready, blocking_return_time,
                                       ready_position)
 from benchlib.core.profiles import Needs
@@ -107,10 +107,10 @@ def test_stock_blocking_getrandom_interrupted_by_signal(quiet_probe: BootRecord)
     assert (eintr["ret"], eintr["errno"]) == ("-1", "EINTR"), eintr
 
 
-def ready_times(boot_guest, profile: str, boots: int,
-                kernel: dict[str, str]) -> tuple[list[float], list[BootRecord]]:
-    records = [boot_guest(profile, tasks=["probe", "hwrng"], params={"probe": "b"}, **kernel)
-               for _ in range(boots)]
+def ready_times(boot_guest, profile: str, boots: int, kernel: dict[str, str],
+                **fields: object) -> tuple[list[float], list[BootRecord]]:
+    records = [boot_guest(profile, tasks=["probe", "hwrng"], params={"probe": "b"},
+                          **kernel, **fields) for _ in range(boots)]
     times = []
     for record in records:
         t = record.milestone("crng init done")
@@ -119,13 +119,28 @@ def ready_times(boot_guest, profile: str, boots: int,
     return times, records
 
 
-def test_stock_virtio_rng_makes_crng_ready_earlier(boot_guest, request, stock_kernel) -> None:
+# A trace set of the hardware RNG's input (fixtures/trace-hwrng).
+HWRNG_TRACE = "hwrng"
+
+
+def test_stock_virtio_rng_feeds_the_crng(boot_guest, request, stock_kernel) -> None:
+    """With virtio-rng, the hw_random core feeds the RNG bits it credits, in every
+    boot, seen in the trace (add_hwgenerator_randomness with entropy > 0). When the
+    RNG became ready beside the quiet profile's is a figure, printed, not a verdict:
+    a kernel's own jitter entropy may be ready before the virtio-rng driver loads
+    (Debian's generic 6.1.0-57: 3.247 s with virtio-rng, 3.242 s without)."""
     boots = request.config.getoption("--boots")
     quiet, _ = ready_times(boot_guest, QUIET, boots, stock_kernel)
-    virtio, records = ready_times(boot_guest, VIRTIO, boots, stock_kernel)
+    virtio, records = ready_times(boot_guest, VIRTIO, boots, stock_kernel, trace=HWRNG_TRACE)
     for record in records:
         current = record.finished_task("hwrng").lines[0].strip()
         assert current.startswith("virtio_rng"), f"{record.name}: current hwrng is '{current}'"
-    assert statistics.median(virtio) < statistics.median(quiet), (
-        f"ready at median {statistics.median(virtio):.3f} s with virtio-rng, "
-        f"{statistics.median(quiet):.3f} s without (boots: {virtio} vs {quiet})")
+        sections = record.task(trace.TRACE_TASK).sections()
+        blind = trace.blind_spots(sections, ["hwrng"])
+        assert not blind, f"{record.name}: {blind} ({record.data_log})"
+        credited = [e for e in trace.trace_of(sections)
+                    if e.event == "hwrng" and e.int("entropy") > 0]
+        assert credited, (f"{record.name}: virtio-rng is the current hwrng, but it never gave "
+                          f"the RNG a credited input ({record.data_log})")
+    print(f"\nready (median printk s): {statistics.median(virtio):.3f} with virtio-rng, "
+          f"{statistics.median(quiet):.3f} without (boots: {virtio} vs {quiet})")
