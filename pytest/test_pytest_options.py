@@ -137,7 +137,8 @@ def test_user_kernel_deselects_the_bench_kernels_tests(tmp_path: Path) -> None:
                           "pytest/test_vmbus_qemu.py", results=tmp_path / "results")
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-2000:]
-    assert "tests of the bench's own kernels deselected: --kernel" in output, output[-2000:]
+    assert "tests of the bench's own kernels (or of Debian's cloud kernel) deselected: " \
+        "--kernel" in output, output[-2000:]
     for name in BENCH_KERNEL_TESTS:
         assert name not in output, f"{name} collected with --kernel"
     for name in USER_KERNEL_TESTS:
@@ -146,6 +147,24 @@ def test_user_kernel_deselects_the_bench_kernels_tests(tmp_path: Path) -> None:
                         results=tmp_path / "results")
     for name in BENCH_KERNEL_TESTS:
         assert name in ours.stdout, f"{name} not collected for the bench's kernels"
+
+
+# The distro kernel's tests boot Debian's cloud kernel package (cloud_kernel).
+DISTRO_TEST = "test_distro_kernel_gets_virtio_rng_from_its_modules"
+
+
+def test_user_kernel_deselects_the_distro_kernel_tests_unless_it_is_that_kernel(
+        tmp_path: Path) -> None:
+    """With --kernel K, a test that would boot Debian's cloud kernel boots a kernel
+    the user did not name: it is deselected (it was run, on the cloud kernel); with
+    --kernel-deb naming that package (make cloud-test) it stays."""
+    (tmp_path / "bzImage").write_bytes(b"")
+    other = child_pytest("--collect-only", "--kernel", str(tmp_path / "bzImage"),
+                         "pytest/test_distro_kernel.py", results=tmp_path / "results")
+    assert other.returncode == 0 and DISTRO_TEST not in other.stdout, other.stdout[-2000:]
+    same = child_pytest("--collect-only", "--kernel-deb", str(paths.distro_deb()),
+                        "pytest/test_distro_kernel.py", results=tmp_path / "results")
+    assert same.returncode == 0 and DISTRO_TEST in same.stdout, same.stdout[-2000:]
 
 
 # Debian's pytest scripts, where installed: they do not put the working directory

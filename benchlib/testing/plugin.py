@@ -106,6 +106,13 @@ def initrd() -> Path:
     return paths.initramfs()
 
 
+def names_the_distro_kernel(config: pytest.Config) -> bool:
+    """Whether the user's kernel is Debian's cloud kernel package the distro tests
+    boot (make cloud-test): they then boot the kernel named, and stay."""
+    deb = config.getoption("--kernel-deb")
+    return deb is not None and Path(deb).resolve() == paths.distro_deb().resolve()
+
+
 def users_kernel_option(config: pytest.Config) -> Optional[str]:
     """'--kernel PATH' or '--kernel-deb PKG' as given, or None: the bench's own kernels."""
     for option in ("--kernel", "--kernel-deb"):
@@ -272,14 +279,18 @@ BENCH_KERNEL_TESTS = pytest.StashKey[int]()
 
 def deselect_bench_kernel_tests(config: pytest.Config, items: list[pytest.Item]) -> None:
     """With a user's kernel, the tests of the bench's own kernels (those that ask
-    for bench_variant, or are marked benchkernels) are not part of the run: they
-    could only skip. The header says how many were left out, and why."""
+    for bench_variant, or are marked benchkernels) and those of Debian's cloud
+    kernel (cloud_kernel, unless it is the kernel named) are not part of the run:
+    they would boot a kernel the user did not name. The header says how many were
+    left out, and why."""
     if users_kernel_option(config) is None:
         return
     keep, drop = [], []
     for item in items:
-        ours = "bench_variant" in getattr(item, "fixturenames", ()) \
-            or item.get_closest_marker("benchkernels") is not None
+        fixtures = getattr(item, "fixturenames", ())
+        ours = "bench_variant" in fixtures \
+            or item.get_closest_marker("benchkernels") is not None \
+            or ("cloud_kernel" in fixtures and not names_the_distro_kernel(config))
         (drop if ours else keep).append(item)
     config.stash[BENCH_KERNEL_TESTS] = len(drop)
     if drop:
@@ -291,8 +302,8 @@ def pytest_report_collectionfinish(config: pytest.Config) -> Optional[str]:
     dropped = config.stash.get(BENCH_KERNEL_TESTS, 0)
     if not dropped:
         return None
-    return (f"bench: {dropped} tests of the bench's own kernels deselected: "
-            f"{users_kernel_option(config)} names the kernel under test")
+    return (f"bench: {dropped} tests of the bench's own kernels (or of Debian's cloud "
+            f"kernel) deselected: {users_kernel_option(config)} names the kernel under test")
 
 
 def item_profile(item: pytest.Item) -> Optional[str]:
