@@ -426,3 +426,22 @@ def previews_as_nobody(tmp_path: Path) -> None:
         assert result.returncode == 0, f"{preview}: {result.stdout}{result.stderr}"
         assert "setup" not in result.stdout, result.stdout
     assert sorted(p.relative_to(copy) for p in copy.rglob("*")) == before
+
+
+@pytest.mark.parametrize("argv, variants", [
+    (["--kernel", "K"], ["custom"]),                                  # the user's alone
+    (["--kernel", "K", "--variant", "stock"], ["stock", "custom"]),   # beside stock
+    (["--kernel", "K", "--variant", "custom", "--variant", "lrng"], ["custom", "lrng"]),
+    ([], None),                                                       # every bench variant
+])
+def test_run_boots_the_users_kernel_alone_unless_variants_are_named(
+        argv: list[str], variants: list[str] | None, tmp_path: Path) -> None:
+    (tmp_path / "K").write_bytes(b"")
+    args = [str(tmp_path / "K") if a == "K" else a for a in argv]
+    parsed = run.parse_args(["--no-budget", *args], tmp_path)
+    assert parsed.variant == (variants or run.known_variants()), parsed.variant
+
+
+def test_run_variant_custom_without_a_kernel_is_named(tmp_path: Path) -> None:
+    with pytest.raises(BenchError, match="--variant custom names the kernel of --kernel"):
+        run.parse_args(["--variant", "custom"], tmp_path)

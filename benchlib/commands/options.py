@@ -37,7 +37,7 @@ from ..boot.hosts import AUTO
 from ..core.kernels import inputs_fingerprint, variant_kernel
 from ..core.profiles import all_profiles, get_profile
 from ..boot.remote import DEFAULT_POOL
-from ..core.variants import load as load_variant
+from ..core.variants import CUSTOM, load as load_variant
 
 
 class BadArgument(BenchError):
@@ -214,4 +214,5 @@ def check(values: argparse.Namespace, cwd: Path, built: Optional[bool] = None) -
     if built is None:
         built = bool(getattr(values, "no_build", False))
     for name in getattr(values, "variant", None) or []:
-        check_variant(name, built)
+        if name != CUSTOM:                  # the user's kernel: --kernel's checks
+            check_variant(name, built)

@@ -49,7 +49,7 @@ from ..core.cli import EXIT_INTERRUPTED, run_main
 from ..core.defaults import CAP_S, PROBE_TIMEOUT_S
 from ..core import paths
 from ..boot.accel import resolve_accel
-from ..core.errors import BenchError, NeedsKvm
+from ..core.errors import BadKernel, BenchError, NeedsKvm
 from .eta import Eta
 from ..boot.guest import choose_emulator, clear_stale, install_signal_handlers
 from ..boot.hosts import AUTO, DEFAULT_URI, QUIET_WINDOW_S, HostPool, wait_until_quiet
@@ -66,7 +66,7 @@ from ..report.report import (Cell, clone_unsafe, not_ok, not_ready, over_budget,
 from ..report.forms import write
 from ..report.report_json import run_meta
 from ..core.userkernel import KernelUnderTest, user_kernel
-from ..core.variants import load as load_variant, known_variants
+from ..core.variants import CUSTOM, load as load_variant, known_variants
 from ..report import budgets, entropy_plots, entropy_report, report_html
 from . import clones, imagerun
 from ..report import throughput
@@ -88,12 +88,15 @@ def parse_args(argv: list[str], cwd: Optional[Path] = None) -> argparse.Namespac
     against cwd (default: the current directory, make's: where make was called)."""
     parser = options.ArgumentParser(prog="bench", description=__doc__.splitlines()[0])
     parser.add_argument("--variant", action="append", default=[],
-                        help="kernel variant(s) (default: every variant in kernel/patches)")
+                        help="kernel variant(s) (default: every variant in kernel/patches, "
+                             f"or only '{CUSTOM}' with --kernel or --kernel-deb); "
+                             f"'{CUSTOM}' is the kernel of --kernel or --kernel-deb")
     options.add_shared(parser.add_argument, {
-        "--kernel": "also boot this bzImage (as 'custom')",
+        "--kernel": f"boot this bzImage (as '{CUSTOM}'), alone unless --variant names others",
         "--modules": "the modules of --kernel's image (default /lib/modules/RELEASE)",
-        "--kernel-deb": "also boot the kernel of this linux-image .deb (as 'custom'), "
-                        "unpacked, never installed, with its modules",
+        "--kernel-deb": f"boot the kernel of this linux-image .deb (as '{CUSTOM}'), "
+                        "unpacked, never installed, with its modules; alone unless "
+                        "--variant names others",
         "--profile": "profile(s) (default: all)",
         "--boots": f"boots per cell (default {options.DEFAULT_BOOTS})",
         "--accel": "accelerator: a probe boot decides under auto (default auto)",
@@ -150,9 +153,23 @@ def parse_args(argv: list[str], cwd: Optional[Path] = None) -> argparse.Namespac
     # The main job overlaps guests that only wait (the tests boot one at a time).
     parser.set_defaults(jobs_per_host=AUTO)
     args = parser.parse_args(argv)
-    args.variant = args.variant or known_variants()
+    args.variant = chosen_variants(args)
     options.check(args, cwd or Path.cwd())
     return args
+
+
+def chosen_variants(args: argparse.Namespace) -> list[str]:
+    """The kernels a run boots, as --variant names them: every bench variant by
+    default, or only the user's ('custom') when --kernel or --kernel-deb gives one;
+    'custom' beside bench variants where --variant names both. BadKernel for a
+    'custom' without a kernel of the user's."""
+    users = bool(args.kernel or args.kernel_deb)
+    if CUSTOM in args.variant and not users:
+        raise BadKernel(f"--variant {CUSTOM} names the kernel of --kernel or --kernel-deb, "
+                        "and neither was given")
+    if not args.variant:
+        return [CUSTOM] if users else known_variants()
+    return args.variant if not users or CUSTOM in args.variant else [*args.variant, CUSTOM]
 
 
 def progress_of(args: argparse.Namespace) -> Progress:
@@ -284,7 +301,8 @@ def main(argv: list[str]) -> int:
         return 0
     profiles = [get_profile(p) for p in args.profile] if args.profile \
         else list(all_profiles().values())
-    variants = args.variant or known_variants()
+    # The bench's own variants; the user's kernel ('custom') comes with `users`.
+    variants = [v for v in args.variant if v != CUSTOM]
     for variant in variants:
         load_variant(variant)       # an unknown or ill-described variant: say so now
     users: Optional[KernelUnderTest] = None
