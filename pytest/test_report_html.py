@@ -82,6 +82,13 @@ def browser() -> Iterator[object]:
 # transparent; matplotlib's figures are opaque throughout).
 RENDERED_JS = """
 const done = arguments[arguments.length - 1];
+const answer = [...document.querySelectorAll('#answer tr')].map(
+    tr => [...tr.children].map(td => [td.innerText.trim(), td.className,
+                                      td.getBoundingClientRect().top]));
+const folded = [...document.querySelectorAll('#legend dt')].some(
+    dt => dt.getBoundingClientRect().height > 0);
+// What a reader sees once they open the folded parts (the legend, each cell's logs).
+document.querySelectorAll('details').forEach(d => d.open = true);
 const rows = [...document.querySelectorAll('#matrix tr')].map(
     tr => [...tr.children].map(td => td.innerText.trim()));
 const links = [...document.querySelectorAll('a')].map(a => a.getAttribute('href'));
@@ -103,7 +110,8 @@ Promise.all([...document.querySelectorAll('img')].map(async img => {
     for (let i = 3; i < px.length; i += 4) if (px[i] === 255) opaque++;
     return [img.className, img.naturalWidth, img.naturalHeight, opaque / (px.length / 4)];
 })).then(images => done({rows: rows, images: images, links: links, legend: legend,
-                         page: page}));
+                         page: page, answer: answer, legendShownFolded: folded,
+                         matrixTop: document.querySelector('#matrix').getBoundingClientRect().top}));
 """
 # Share of a plot's pixels that must be opaque once drawn.
 MIN_OPAQUE = 0.99
@@ -191,3 +199,20 @@ def test_report_txt_of_a_real_run_fits_a_terminal(report_dir: Path) -> None:
     wide = [line for line in lines if len(line) > report.TEXT_WIDTH]
     assert not wide, f"report.txt lines over {report.TEXT_WIDTH} columns: {wide}"
 
+
+
+def test_report_html_opens_with_the_answer(report_dir: Path, browser) -> None:
+    """The first table is the answer: a square per profile × kernel, coloured by the
+    verdict, with the time to the kernel's own (named) ready milestone; the legend is
+    folded until opened."""
+    browser.get((report_dir / report_html.PAGE).as_uri())
+    seen = browser.execute_async_script(RENDERED_JS)
+    cells = json.loads((report_dir / "report.json").read_text())["cells"]
+    (head, *rows) = seen["answer"]
+    assert [c[0] for c in head] == ["profile", "stock"], seen["answer"]
+    assert len(rows) == 1 and rows[0][0][0] == PROFILE, seen["answer"]
+    text, klass, top = rows[0][1]
+    assert klass == {"ok": "ok", "not_ok": "bad"}.get(cells[0]["status"], klass), (klass, cells)
+    assert text.startswith("ready ") and "(crng init done)" in text, text
+    assert top < seen["matrixTop"], "the answer is not above the table of figures"
+    assert not seen["legendShownFolded"], "the legend is open before the reader opens it"

@@ -2,9 +2,12 @@
 
 The page says what ran (which kernels, which profiles) and when, and whether the
 run failed, by the rule its exit code follows (report.run_failed: a cell not ok or
-a variant's getrandom() throughput over budget). Then: a legend of the tables'
-marks; the profile × variant table (each figure as report.txt gives it, the ready
-budget against it, the verdict, links to each boot's logs); the verdicts; the
+a variant's getrandom() throughput over budget or not judged). Then the answer at a
+glance: a profile × kernel grid, each square coloured by its verdict with the time
+to the kernel's own ready milestone (named) and the clone-safe verdict. Then: a
+legend of the tables' marks (folded); the profile × variant table (each figure as
+report.txt gives it, the ready budget against it, the verdict, each boot's logs
+folded); the verdicts; the
 getrandom() throughput table; the entropy tables and findings; one plot per
 profile of the time to each milestone (every boot a point, the median a bar) and
 the entropy plots; and links to every file of the run beside the page.
@@ -28,7 +31,7 @@ from ..core.errors import BadKernel
 from .report import (BOOT_DOMAIN_XML, BOOT_RECORD, BUDGET, LEGEND_ITEMS, READY, SHARED_MARK,
                      VERDICT, Cell, cell_hosts, cell_text, columns, headline, host_labels,
                      hosts_legend, own_milestones, relative, run_failed, run_summary, title,
-                     verdict_text)
+                     variant_spec, verdict_text)
 
 PAGE = "report.html"
 # The report's other files, linked from the page when they are there.
@@ -97,7 +100,10 @@ def _boot_links(cell: Cell, outdir: Path, labels: dict[str, str]) -> str:
             files.insert(0, _link(outdir, log.parent / "console.log", "console.log"))
         links.append(f"clone {_esc(view_name)}: {' '.join(files)}")
     links += [f"failed: {_esc(failure)}" for failure in cell.failures]
-    return "<br>".join(links)
+    if not links:
+        return ""
+    return (f"<details><summary>{len(links)} boot(s): logs</summary>"
+            + "<br>".join(links) + "</details>")
 
 
 def _clone_views(cell: Cell) -> list[tuple[str, dict[str, Any]]]:
@@ -142,9 +148,45 @@ def matrix_table(cells: list[Cell], outdir: Path) -> str:
 
 
 def legend() -> str:
-    """What the tables' marks and figures mean (report.LEGEND_ITEMS)."""
-    return "<dl id='legend'>" + "".join(f"<dt>{_esc(term)}</dt><dd>{_esc(text)}</dd>"
-                                        for term, text in LEGEND_ITEMS) + "</dl>"
+    """What the tables' marks and figures mean (report.LEGEND_ITEMS), folded."""
+    return ("<details id='legend-box'><summary>Legend: what each mark and figure means"
+            "</summary><dl id='legend'>"
+            + "".join(f"<dt>{_esc(term)}</dt><dd>{_esc(text)}</dd>"
+                      for term, text in LEGEND_ITEMS) + "</dl></details>")
+
+
+def _answer_cell(cell: Cell) -> str:
+    """One square of the answer: coloured by the verdict, the median time to the
+    variant's own ready milestone (named: the kernels' "ready" differ), the
+    clone-safe verdict, and the verdict in full on hovering."""
+    if cell.skipped:
+        said = ["skipped"]
+    else:
+        ready = cell.samples().get(READY, [])
+        spec = variant_spec(cell.variant)
+        event = f" ({spec.ready})" if spec else ""
+        said = [f"ready {statistics.median(ready):.2f} s{event}" if ready
+                else f"not ready{event}"]
+        said += [f"clone-safe: {cell.clone_safe}"] if cell.clone_safe else []
+        said += [f"{cell.status().replace('_', ' ')}"]
+    return (f"<td class='{_verdict_class(cell)}' title='{_esc(cell.verdict())}'>"
+            + "<br>".join(_esc(line) for line in said) + "</td>")
+
+
+def answer_grid(cells: list[Cell]) -> str:
+    """The answer first: a profile a row, a kernel a column, each square coloured by
+    its verdict (green ok, amber a finding, red not ok, grey skipped)."""
+    variants = list(dict.fromkeys(c.variant for c in cells))
+    profiles = list(dict.fromkeys(c.profile for c in cells))
+    by = {(c.profile, c.variant): c for c in cells}
+    out = ["<table id='answer'><tr><th>profile</th>"
+           + "".join(f"<th>{_esc(v)}</th>" for v in variants) + "</tr>"]
+    for profile in profiles:
+        out.append(f"<tr><th>{_esc(profile)}</th>" + "".join(
+            _answer_cell(by[(profile, v)]) if (profile, v) in by else "<td>-</td>"
+            for v in variants) + "</tr>")
+    out.append("</table>")
+    return "\n".join(out)
 
 
 def throughput_table(rows: Sequence[dict[str, Any]]) -> str:
@@ -338,11 +380,12 @@ def page(outdir: Path, cells: list[Cell], meta: dict[str, Any],
 <p id="headline" class="{'failed' if run_failed(cells, rows) or meta.get('interrupted') else 'passed'}">{
     _esc(('INCOMPLETE: ' + str(meta['interrupted']) + '. ') if meta.get('interrupted') else '')}{
     _esc(headline(cells, rows))}</p>
+<h2>The answer: profile × kernel</h2>
+{answer_grid(cells)}
 {_run_lines(meta)}
 {_kernels_table(meta)}
-<h2>Legend</h2>
+<h2>Profile × variant, in figures</h2>
 {legend()}
-<h2>Profile × variant</h2>
 {matrix_table(cells, outdir)}
 {"".join(f"<p class='hosts'>{_esc(line.strip())}</p>" for line in hosts_legend(cells))}
 <h2>Verdicts</h2>
