@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from benchlib.boot import guest
+from benchlib.boot import guest, plan
 from benchlib.core import paths, profiles
 from benchlib.commands import run
-from benchlib.core.errors import BadProfile
+from benchlib.core.errors import BadProfile, NeedsKvm
 
 QUIET = "tcg-quiet"
 
@@ -65,3 +65,18 @@ def test_profiles_dir_bad_files_are_named_one_per_line(tmp_path: Path) -> None:
     assert "typo.xml: unknown placeholder $kernal" in lines[2]
     with pytest.raises(BadProfile, match="profile directory '/nonexistent' does not exist"):
         run.main(["--dry-run", "--profiles-dir", "/nonexistent"])
+
+
+def test_kvm_profile_is_listed_as_needing_kvm_and_refused_under_tcg(capsys,
+                                                                      tmp_path: Path) -> None:
+    """<bench:requires>kvm</bench:requires>: a profile copied from a real guest that
+    only KVM can run. Under TCG it is listed 'no', saying so, and refused by name."""
+    template = (paths.PROFILE_DIR / f"{QUIET}.xml").read_text()
+    (tmp_path / "team-kvm.xml").write_text(template.replace(
+        "<bench:requires>any</bench:requires>", "<bench:requires>kvm</bench:requires>"))
+    rows = listed(capsys, "--profiles-dir", str(tmp_path))
+    assert rows["team-kvm"].startswith("no ") and "needs KVM" in rows["team-kvm"], rows
+    kvm = profiles.get_profile("team-kvm", tmp_path)
+    with pytest.raises(NeedsKvm, match="profile 'team-kvm' needs KVM .* under TCG"):
+        plan.check(kvm, "tcg")
+    assert guest.choose_emulator(kvm, "kvm") == paths.DEFAULT_EMULATOR

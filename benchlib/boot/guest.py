@@ -264,6 +264,9 @@ def choose_emulator(profile: Profile, accel: str) -> Path:
             return patched_qemu()
         raise NeedsKvm(f"profile '{profile.name}' needs Hyper-V SynIC: KVM is not usable here "
                        f"and the patched QEMU '{patched_qemu()}' is not built (make qemu)")
+    if profile.requires == "kvm":
+        raise NeedsKvm(f"profile '{profile.name}' needs KVM (<bench:requires>kvm</bench:"
+                       f"requires>), and guests run under {accel.upper()} on this host")
     raise NeedsKvm(f"profile '{profile.name}' needs '{profile.requires}', which this host "
                    f"({accel.upper()}) does not provide")
 

@@ -21,7 +21,10 @@ PLACEHOLDERS = ("name", "domain_type", "emulator", "kernel", "initrd", "cmdline"
 
 
 QEMU_NS = "http://libvirt.org/schemas/domain/qemu/1.0"
-REQUIRES = ("any", "hyperv")
+# <bench:requires>: what the host must give a profile. any: TCG will do; hyperv:
+# SynIC and VP_INDEX (KVM, or the bench's patched QEMU under TCG); kvm: KVM itself
+# (a profile copied from a real guest with host-passthrough, say).
+REQUIRES = ("any", "hyperv", "kvm")
 # A domain rewritten here keeps the prefixes the profiles use.
 ET.register_namespace("qemu", QEMU_NS)
 ET.register_namespace("bench", METADATA_NS)
@@ -91,7 +94,7 @@ class Profile:
     name: str
     path: Path
     description: str
-    requires: str        # "any" accelerator, or "hyperv" (KVM, or our patched QEMU)
+    requires: str        # REQUIRES: "any", "hyperv" (KVM, or our patched QEMU), "kvm"
     caps: Capabilities
 
     @property
