@@ -33,6 +33,8 @@ VARIANT = "lrng"
 # The tests' trace set: the kprobes, and the function tracer from boot (every
 # interrupt counted, those before the kprobes included).
 LRNG_TRACE = "lrng-boot"
+# The clone test's trace set: the secondary DRBGs' reseeds (lrng_sdrbg_inject()).
+CLONE_TRACE = "clone-lrng"
 FULLBIT = "test-lrng-fullbit"
 # Minimally seeded after 64 interrupts (56 bits), not 128: wrong at stage 2 alone.
 EARLYMIN = "test-lrng-earlymin"
@@ -208,6 +210,15 @@ def test_lrng_cpu_back_online_fetches_a_new_key(boot_guest, bench_variant) -> No
     ChaCha20 key is renewed, as 6.1 renews its per-CPU CRNG (lrng 0024)."""
     record = boot_guest(WRITES_PROFILE.one(), tasks=["cpukey"], variant=bench_variant(VARIANT))
     print(f"\n{lrngcheck.assert_cpu_key_renewed(record)}")
+
+
+def test_lrng_rndreseedcrng_reseeds_whatever_the_credit(boot_guest, bench_variant) -> None:
+    """The recipe for a snapshot without a generation ID: a write, then RNDRESEEDCRNG.
+    Called several times in a row (the first take the primary DRBG's entropy), each answers
+    0 and reseeds every secondary DRBG at the call, as 6.1 reseeds its CRNG (lrng 0025)."""
+    record = boot_guest(WRITES_PROFILE.one(), tasks=["probe", "reseedioctl"],
+                        variant=bench_variant(VARIANT), trace=CLONE_TRACE)
+    print(f"\n{lrngcheck.assert_reseed_ioctl_reseeds(record)}")
 
 
 # ---- NUMA ------------------------------------------------------------------------------

@@ -675,3 +675,39 @@ def assert_cpu_key_renewed(record: BootRecord) -> str:
         f"CPU {cpu} went offline and came back, then served a read without fetching a new "
         f"key: it used the key it had before it went down ({record.data_log})")
     return f"CPU {cpu} fetched a key at {fetches[0].t:.6f} s ({fetches[0].comm})"
+
+
+# ---- RNDRESEEDCRNG after a write (task reseedioctl) -----------------------------------------
+
+RESEEDIOCTL_TASK = "reseedioctl"
+# fixtures/init, task reseedioctl: calls in a row (the first ones drain the primary DRBG).
+RESEEDIOCTL_CALLS = 16
+SECONDARY_RESEED = "reseed"          # the clone trace set's lrng_sdrbg_inject()
+
+
+def assert_reseed_ioctl_reseeds(record: BootRecord, nodes: int = 1) -> str:
+    """Each RNDRESEEDCRNG of several in a row answers 0 and reseeds
+    every secondary DRBG at the call (the trace between its /dev/kmsg marks), as 6.1
+    reseeds its CRNG whatever its credit (lrng 0025)."""
+    record.finished_task(RESEEDIOCTL_TASK)
+    answers = [(p.get("ret"), p.get("errno")) for p in record.probe_events("reseed")]
+    assert answers == [("0", "0")] * RESEEDIOCTL_CALLS, (
+        f"RNDRESEEDCRNG answered {answers}, not 0 each time ({record.data_log})")
+    sections = record.task(TRACE_TASK).sections()
+    blind = blind_spots(sections, (SECONDARY_RESEED,))
+    assert not blind, f"the reseeds could not all be seen: {blind} ({record.data_log})"
+    events = trace_of(sections)
+    said = []
+    for call in range(1, RESEEDIOCTL_CALLS + 1):
+        marks = {text: t for t, text in record.messages}
+        start, end = (marks.get(f"bench: reseed ioctl {call}"),
+                      marks.get(f"bench: reseed ioctl {call} done"))
+        assert start is not None and end is not None, \
+            f"call {call}: its /dev/kmsg marks are missing ({record.data_log})"
+        reseeds = [e for e in events if e.event == SECONDARY_RESEED and start <= e.t <= end]
+        assert len(reseeds) >= nodes, (
+            f"RNDRESEEDCRNG call {call} reseeded {len(reseeds)} of {nodes} secondary DRBG(s): "
+            f"clones without a generation ID that follow the recipe keep their state "
+            f"({record.data_log})")
+        said.append(f"call {call}: {len(reseeds)} reseed(s)")
+    return "; ".join(said)
