@@ -216,7 +216,9 @@ class FakeConfig:
     """What nothing_judged() reads of a pytest config: --profile and the stash."""
 
     def __init__(self, profiles: list[str], judged_on: set[str]) -> None:
-        self.profiles, self.stash = profiles, {plugin.PROFILES_JUDGED: judged_on}
+        self.profiles = profiles
+        self.stash = {plugin.PROFILES_JUDGED: judged_on,
+                      plugin.PROFILE_OF_TEST: {"t[tcg-quiet]": "tcg-quiet"}}
 
     def getoption(self, name: str) -> list[str]:
         assert name == "--profile"

@@ -421,7 +421,9 @@ def nothing_judged(config: pytest.Config, stats: dict[str, list]) -> list[str]:
     reasons = []
     if skipped and not judged:
         reasons.append(f"every selected test ({skipped}) was skipped: nothing was judged")
-    elif judged:
+    elif judged and config.stash.get(PROFILE_OF_TEST, {}):
+        # (Known only where this process collected the tests: not under xdist's
+        # controller, whose workers collect.)
         ran_on = config.stash.get(PROFILES_JUDGED, set())
         reasons += [f"--profile {name}: no selected test ran on it (skipped or deselected)"
                     for name in (config.getoption("--profile") or []) if name not in ran_on]
