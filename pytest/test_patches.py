@@ -98,3 +98,28 @@ def test_design_author_credited_with_a_link_to_the_posting(series_of: str) -> No
     credited = [name for name, text in messages.items()
                 if f"\nSuggested-by: {author}\n" in text + "\n" and f"\nLink: {link}\n" in text]
     assert credited, f"no {series_of} patch has 'Link: {link}' and 'Suggested-by: {author}'"
+
+
+# The kernel series of more than one patch: counted n/N over the whole series.
+KERNEL_SERIES = [s for s in sorted(paths.KERNEL_DIR.glob("patches/*/series"))
+                 if len(series_names(s)) > 1]
+# The 2016 designs' authors: credited with Originally-by: where a patch carries
+# their code, never with Suggested-by: (they suggested none of the bench's changes).
+DESIGNERS = ("Theodore Ts'o <tytso@mit.edu>", "Stephan Mueller <smueller@chronox.de>")
+
+
+@pytest.mark.parametrize("series", KERNEL_SERIES, ids=lambda s: s.parent.name)
+def test_kernel_series_counted_and_credited(series: Path) -> None:
+    names = series_names(series)
+    for place, name in enumerate(names, 1):
+        text = (series.parent / name).read_text()
+        counter = re.search(r"^Subject: \[PATCH (\d+)/(\d+)\]", text, re.M)
+        assert counter and (int(counter[1]), int(counter[2])) == (place, len(names)), (
+            f"{name}: subject counter {counter[0] if counter else 'missing'}, "
+            f"expected [PATCH {place:02d}/{len(names)}]")
+        message = commit_message(series.parent / name)
+        for who in DESIGNERS:
+            assert f"Suggested-by: {who}" not in message, f"{name}: Suggested-by: {who}"
+            if f"Originally-by: {who}" in message:
+                assert "\nLink: https://lore.kernel.org/r/" in message, (
+                    f"{name}: Originally-by: {who} without a Link: to the posting")
