@@ -74,10 +74,10 @@ SAVE_LINE = "save: uptime="
 READ_LINE = re.compile(r"^read: round=(\d+) cpu=(\d+) uptime=([\d.]+) bytes=([0-9a-f]{32})\s*$")
 SAVE_MARK = "bench: clone save"
 DONE_MARK = "bench: clone reads done"
-# In a clone trace set, the event on the generation ID's path, and the prefix of
-# every event that is a reseed of the key that getrandom() reads from.
 # What a clone-safe verdict says where the profile gave no generation ID.
 NO_ID_GIVEN = "(no ID given)"
+# In a clone trace set, the event on the generation ID's path, and the prefix of
+# every event that is a reseed of the key that getrandom() reads from.
 VMFORK_EVENT = "vmfork"
 RESEED_PREFIX = "reseed"
 # A clone trace set's secondary-DRBG reseed (lrng_sdrbg_inject()), and its DRBG
