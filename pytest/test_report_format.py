@@ -222,7 +222,7 @@ def test_report_txt_fits_a_terminal(run: dict) -> None:
 
 def test_report_txt_names_each_host_on_one_line(run: dict) -> None:
     """A host's label and its URI are one line of the legend, whatever the URI's
-    length (test_hosts.py looks for 'h2 = URI' in the printed report)."""
+    length (test_hosts.py looks for 'hN = URI' in the printed report)."""
     for n, uri in enumerate(HOSTS, 1):
         assert any(line.strip().endswith(f"h{n} = {uri}")
                    for line in run["text"].splitlines()), f"no line names h{n} = {uri}"
