@@ -256,6 +256,28 @@ def test_lrng_output_comes_from_a_chacha20_generator_keyed_per_cpu(boot_guest, b
     lrngcheck.assert_output_from_chacha20(record)
 
 
+# The LRNG's default urandom_min_reseed_secs (LRNG_SDRBG_RESEED_MAX_TIME).
+DEFAULT_RESEED_SECS = 600
+
+
+@pytest.mark.profiles(NUMA)
+def test_lrng_numa_leaves_urandom_min_reseed_secs_as_it_was(boot_guest, bench_variant,
+                                                            profile: str) -> None:
+    """Once every node's secondary DRBG is seeded, the sysctl still reads its
+    default: the LRNG's stretch for further nodes is its own (lrng 0026), not a
+    rewrite of the administrator's setting (it read 700 on two nodes)."""
+    nodes = get_profile(profile).caps.numa_nodes
+    last_node = f"lrng: secondary DRBG on node {nodes - 1} fully seeded".replace(" ", ".")
+    record = boot_guest(profile, tasks=["until", "reseedsecs"], variant=bench_variant(VARIANT),
+                        params={"until": last_node, "until_cap": str(tracedboot.UNTIL_CAP_S),
+                                "noise_bg": str(tracedboot.NOISE_LINES), "noise_gap": "0"})
+    lrngcheck.assert_secondaries_seeded(record, nodes)
+    secs = record.finished_task("reseedsecs").lines[0].strip()
+    assert secs == str(DEFAULT_RESEED_SECS), (
+        f"urandom_min_reseed_secs reads {secs} after {nodes} nodes were seeded, where "
+        f"nobody wrote it ({record.data_log})")
+
+
 # ---- Reseed interval ------------------------------------------------------------------
 
 @pytest.mark.parametrize("output", ["chacha20", "drbg"])
