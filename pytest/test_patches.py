@@ -90,14 +90,15 @@ def commit_message(patch) -> str:
 
 @pytest.mark.parametrize("series_of", sorted(DESIGN_POSTINGS))
 def test_design_author_credited_with_a_link_to_the_posting(series_of: str) -> None:
-    """The patches that port a 2016 design credit its author (Suggested-by) and
-    link the posting they come from; at least one of the series must."""
+    """The patches that port a 2016 design credit its author as the kernel does for
+    code based on someone else's (Originally-by) and link the posting it comes
+    from; at least one of the series must."""
     author, link = DESIGN_POSTINGS[series_of]
     messages = {p.name: commit_message(p)
                 for p in sorted(paths.KERNEL_DIR.glob(f"patches/{series_of}/*.patch"))}
     credited = [name for name, text in messages.items()
-                if f"\nSuggested-by: {author}\n" in text + "\n" and f"\nLink: {link}\n" in text]
-    assert credited, f"no {series_of} patch has 'Link: {link}' and 'Suggested-by: {author}'"
+                if f"\nOriginally-by: {author}\n" in text + "\n" and f"\nLink: {link}\n" in text]
+    assert credited, f"no {series_of} patch has 'Link: {link}' and 'Originally-by: {author}'"
 
 
 # The kernel series of more than one patch: counted n/N over the whole series.
