@@ -53,12 +53,12 @@ images: setup
 # (benchlib/commands/options.py), so that a bad one costs seconds, not a 35-minute build;
 # then the build, then the boots.
 BENCH := PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m
-# These build nothing: they check, print the plan, list, or use the kernels as built.
-RUN_BUILDS_NOTHING := $(filter --dry-run --no-build --list-profiles --list-images,$(RUN_ARGS))
 
 # These preview (the plan, the lists): they change nothing on the host, so they run
 # without the set-up (apt, qemu.conf, libvirtd) and without root.
 RUN_PREVIEWS := $(filter --dry-run --list-profiles --list-images --help -h,$(RUN_ARGS))
+# These build nothing: the previews, and a run of the kernels as built.
+RUN_BUILDS_NOTHING := $(strip $(RUN_PREVIEWS) $(filter --no-build,$(RUN_ARGS)))
 
 run: $(if $(RUN_PREVIEWS),,setup)
 	$(BENCH) benchlib.commands.run --check-only $(RUN_ARGS)

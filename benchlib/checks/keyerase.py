@@ -35,7 +35,7 @@ KEY_EVENT = "keyerase_key"
 STACK_EVENTS = 16
 STACK_WORDS_PER_EVENT = 128
 STACK_EVENT_NAMES = tuple(f"keyerase_stack{i:02d}" for i in range(STACK_EVENTS))
-MARKER = "tracing_mark_write"
+MARKER = trace.MARKER_EVENT
 # A key is looked for a quarter at a time (8 bytes: one kprobe word): a read that
 # overwrote only part of its key words still exposes the rest.
 KEY_PART = 8

@@ -12,8 +12,8 @@ from typing import Optional
 
 from ..core.bootrecord import BootRecord
 from .credit import hits_by, window_hist
-from .trace import (TRACE_TASK, TraceEvent, blind_spots, kprobe_misses, trace_of, twinless,
-                    unarmed)
+from .trace import (MARKER_EVENT, TRACE_TASK, TraceEvent, blind_spots, kprobe_misses, trace_of,
+                    twinless, unarmed)
 
 # The seed's numbers (kernel/patches/lrng): the primary DRBG's stages, by the
 # trace's stage number, and the interrupts each needs in the pool: a pool word
@@ -654,7 +654,7 @@ def assert_write_renews_no_key(record: BootRecord) -> str:
 
 CPUKEY_TASK = "cpukey"
 CPUKEY_EVENT = "cpukey"
-MARKER = "tracing_mark_write"
+MARKER = MARKER_EVENT
 
 
 def assert_cpu_key_renewed(record: BootRecord) -> str:

@@ -17,7 +17,7 @@ from ..core.bootrecord import BootRecord
 TASK = "suspend"
 SUSPEND_MARK = "bench: suspend"
 RESUMED_MARK = "bench: resumed"
-RESEED_PREFIX = "reseed"
+RESEED_PREFIX = trace.RESEED_PREFIX
 # The trace's clock and printk's may disagree by a few microseconds around a resume
 # (seen: the resume's reseed traced at 3.119639 s, the mark written after it stamped
 # 3.119638 s): the window ends this much after the return mark.

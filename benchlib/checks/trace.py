@@ -13,6 +13,11 @@ from dataclasses import dataclass
 from typing import Iterable, Optional
 
 TRACE_TASK = "trace"
+# A line user space wrote to trace_marker ("name=value ..." in its args).
+MARKER_EVENT = "tracing_mark_write"
+# In a clone trace set (fixtures/trace-clone-*), the prefix of every event that is a
+# reseed of the key getrandom() reads from (the clone and resume checks read them).
+RESEED_PREFIX = "reseed"
 EVENT_LINE = re.compile(r"^\s*(?P<comm>.*)-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s+\S+\s+"
                         r"(?P<ts>\d+\.\d+):\s+(?P<event>\w+):\s+\((?P<where>[^)]*)\)(?P<args>.*)$")
 # The function tracer's line (a trace set's "function" lines, traced from boot):

@@ -37,7 +37,9 @@ from ..core.profiles import Profile
 from ..boot.record import KmsgIncomplete, messages_from, parse_data, read_text
 from ..core.bootrecord import TaskOutput
 from ..boot.restore import RestoreFailed, SavedGuest, genid
-from ..checks.trace import TraceEvent, TraceIncomplete, armed_events, kprobe_misses, parse_trace
+from ..checks.lrngcheck import SECONDARY_RESEED
+from ..checks.trace import (RESEED_PREFIX, TraceEvent, TraceIncomplete, armed_events,
+                            kprobe_misses, parse_trace)
 from ..core.userkernel import KernelUnderTest
 
 CLONE_TASK = "clone"
@@ -79,11 +81,9 @@ NO_ID_GIVEN = "(no ID given)"
 # In a clone trace set, the event on the generation ID's path, and the prefix of
 # every event that is a reseed of the key that getrandom() reads from.
 VMFORK_EVENT = "vmfork"
-RESEED_PREFIX = "reseed"
-# A clone trace set's secondary-DRBG reseed (lrng_sdrbg_inject()), and its DRBG
-# seeds (drbg_raw_seed(): the first 16 bytes), where the set arms them (lrng): the
-# primary DRBG must take a vmfork's generation ID before the secondaries' reseed.
-SECONDARY_RESEED_EVENT = "reseed"
+# The DRBG seeds of a clone trace set that arms them (lrng: drbg_raw_seed(), the
+# first 16 bytes): the primary DRBG must take a vmfork's generation ID before the
+# secondaries' reseed (lrngcheck.SECONDARY_RESEED).
 DRBG_SEED_EVENT = "drbgseed"
 
 Read = tuple[int, int]          # (round, cpu)
@@ -169,7 +169,7 @@ class CloneView:
             return []
         fork = forks[0]
         ends = [e.t for e in self.after_save()
-                if e.event == SECONDARY_RESEED_EVENT and e.t >= fork.t]
+                if e.event == SECONDARY_RESEED and e.t >= fork.t]
         end = min(ends) if ends else float("inf")
         wanted = (fork.int("id0"), fork.int("id1"))
         return [e for e in self.after_save() if e.event == DRBG_SEED_EVENT
