@@ -496,3 +496,12 @@ def test_throughput_table_says_where_lrngs_output_departs_from_2016() -> None:
     assert all(len(line) <= throughput.NOTE_WIDTH for line in notes[1].splitlines())
     only_stock = [r for r in throughput_rows([95, 91, 99]) if r["variant"] == "stock"]
     assert "note:" not in throughput.table(only_stock)
+
+
+def test_users_kernel_is_not_called_debians() -> None:
+    """'custom' is read with stock's milestones but is the user's kernel: the report's
+    section for it must not call it Debian's linux-source-6.1 (it did)."""
+    from benchlib.core import variants
+    assert variants.load("custom").description == variants.USERS_KERNEL
+    assert variants.load("custom").milestones == variants.load("stock").milestones
+    assert "Debian" not in variants.load("custom").description

@@ -25,6 +25,8 @@ TEST_PREFIX = "test-"
 # How a kernel the user brings (--kernel) is read.
 CUSTOM = "custom"
 CUSTOM_AS = "stock"
+# What the report calls the user's kernel (--kernel, --kernel-deb).
+USERS_KERNEL = "the kernel you named (--kernel or --kernel-deb), read with stock 6.1's milestones"
 REQUIRED = ("ready", "final", "trace", "credit_rule", "milestones")
 # VARIANT+FLAVOUR (kernel/build.sh): a variant built with an extra config fragment
 # (kernel/configs/flavours/), e.g. crng+debug. Its RNG is the variant's.
@@ -155,7 +157,9 @@ def load(name: str) -> Variant:
             re.compile(regex)
         except re.error as exc:
             raise BadKernel(f"variant '{name}': milestone '{milestone}': bad regex: {exc}")
-    return Variant(name=name, description=str(data.get("description", "")),
+    # A user's kernel is read as stock's milestones, but is not Debian's kernel.
+    description = (USERS_KERNEL if base == CUSTOM else str(data.get("description", "")))
+    return Variant(name=name, description=description,
                    ready=str(data["ready"]), final=str(data["final"]),
                    trace=str(data["trace"]), credit_rule=str(data["credit_rule"]),
                    milestones=milestones, parent=data.get("parent"),  # type: ignore[arg-type]
